@@ -1,0 +1,1 @@
+"""Raw-format parsers, geometry, segmentation review, the demo corpus and the HDF5 subsets."""

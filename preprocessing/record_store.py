@@ -1,0 +1,147 @@
+"""HDF5 storage for :class:`~preprocessing.records.InkRecord` collections (the ``parse`` output).
+
+Layout (schema ``cashg-records`` version 1), all ragged data concatenated with offsets:
+
+- ``/points`` (P, 2) float64, ``/stroke_index`` (P,) int32, ``/time`` (P,) float64 (NaN = none)
+- ``/point_offsets`` (R + 1,) int64: record r owns points ``[point_offsets[r], point_offsets[r+1])``
+- ``/char_points`` (C,) int64 point indices (relative to the record), ``/char_offsets`` (K + 1,)
+  int64 over all characters of all records, ``/record_char_offsets`` (R + 1,) int64 into
+  ``char_offsets``; ``/segmented`` (R,) bool
+- ``/dataset``, ``/writer_id``, ``/sample_id``, ``/text``, ``/source``, ``/meta_json`` (R,) UTF-8
+
+Reading is lazy: :class:`RecordStore` opens the file and slices one record at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from preprocessing.records import InkRecord
+
+SCHEMA = "cashg-records"
+SCHEMA_VERSION = 1
+_STR = h5py.string_dtype("utf-8")
+_STRING_FIELDS = ("dataset", "writer_id", "sample_id", "text", "source")
+
+
+def write_records(path: str | Path, records: Iterable[InkRecord]) -> int:
+    """Write records to ``path`` (overwriting); returns how many were written."""
+    records = list(records)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n_pts = [r.n_points for r in records]
+    point_offsets = np.concatenate([[0], np.cumsum(n_pts)]).astype(np.int64)
+    char_lists: list[np.ndarray] = []
+    record_char_offsets = [0]
+    for r in records:
+        chars = r.char_points if r.char_points is not None else ()
+        char_lists.extend(chars)
+        record_char_offsets.append(record_char_offsets[-1] + len(chars))
+    char_offsets = np.concatenate([[0], np.cumsum([len(c) for c in char_lists])]).astype(np.int64)
+
+    def cat(arrays: list[np.ndarray], shape_tail: tuple[int, ...], dtype: type) -> np.ndarray:
+        return np.concatenate(arrays).astype(dtype) if arrays else np.zeros((0, *shape_tail), dtype)
+
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"] = SCHEMA
+        f.attrs["schema_version"] = SCHEMA_VERSION
+        opts = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+        pts = cat([r.points for r in records], (2,), np.float64)
+        f.create_dataset("points", data=pts, chunks=(min(max(len(pts), 1), 65536), 2), **opts)
+        for name, arrays, dtype in (
+            ("stroke_index", [r.stroke_index for r in records], np.int32),
+            (
+                "time",
+                [r.time if r.time is not None else np.full(r.n_points, np.nan) for r in records],
+                np.float64,
+            ),
+            ("char_points", char_lists, np.int64),
+        ):
+            data = cat(arrays, (), dtype)
+            f.create_dataset(name, data=data, chunks=(min(max(len(data), 1), 65536),), **opts)
+        f.create_dataset("point_offsets", data=point_offsets)
+        f.create_dataset("char_offsets", data=char_offsets)
+        f.create_dataset("record_char_offsets", data=np.asarray(record_char_offsets, np.int64))
+        f.create_dataset("segmented", data=np.array([r.segmented for r in records], dtype=bool))
+        f.create_dataset("has_time", data=np.array([r.time is not None for r in records], bool))
+        for name in _STRING_FIELDS:
+            f.create_dataset(name, data=[getattr(r, name) for r in records], dtype=_STR)
+        f.create_dataset("meta_json", data=[json.dumps(r.meta, sort_keys=True) for r in records],
+                         dtype=_STR)
+    return len(records)
+
+
+class RecordStore:
+    """Lazy reader: ``len(store)``, ``store[i]`` and iteration, one record at a time."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: record store not found")
+        self._f = h5py.File(self.path, "r")
+        if self._f.attrs.get("schema") != SCHEMA:
+            raise ValueError(f"{self.path}: not a {SCHEMA} file")
+        version = int(self._f.attrs.get("schema_version", -1))
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"{self.path}: schema version {version}, expected {SCHEMA_VERSION}")
+        self._point_offsets = self._f["point_offsets"][:]
+        self._char_offsets = self._f["char_offsets"][:]
+        self._record_char_offsets = self._f["record_char_offsets"][:]
+        self._segmented = self._f["segmented"][:]
+        self._has_time = self._f["has_time"][:]
+        self._strings = {n: self._f[n].asstr()[:] for n in (*_STRING_FIELDS, "meta_json")}
+
+    def __len__(self) -> int:
+        return len(self._segmented)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def column(self, name: str) -> np.ndarray:
+        """One string column (``writer_id``, ``text``, ...) for all records."""
+        return self._strings[name]
+
+    def __getitem__(self, i: int) -> InkRecord:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        a, b = self._point_offsets[i], self._point_offsets[i + 1]
+        char_points = None
+        if self._segmented[i]:
+            ca, cb = self._record_char_offsets[i], self._record_char_offsets[i + 1]
+            offs = self._char_offsets[ca : cb + 1]
+            flat = self._f["char_points"][offs[0] : offs[-1]] if cb > ca else np.zeros(0, np.int64)
+            char_points = tuple(flat[o - offs[0] : e - offs[0]] for o, e in zip(offs[:-1], offs[1:]))
+        s = self._strings
+        return InkRecord(
+            dataset=s["dataset"][i],
+            writer_id=s["writer_id"][i],
+            sample_id=s["sample_id"][i],
+            text=s["text"][i],
+            points=self._f["points"][a:b],
+            stroke_index=self._f["stroke_index"][a:b],
+            time=self._f["time"][a:b] if self._has_time[i] else None,
+            char_points=char_points,
+            source=s["source"][i],
+            meta=json.loads(s["meta_json"][i]),
+        )
+
+    def __iter__(self) -> Iterator[InkRecord]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def read_records(path: str | Path) -> list[InkRecord]:
+    """All records of a store (small files and tests; stages iterate a :class:`RecordStore`)."""
+    with RecordStore(path) as store:
+        return list(store)

@@ -1,0 +1,1 @@
+"""Thin pipeline-stage commands (``python -m preprocessing.stages.<name>``): read params, call one function."""

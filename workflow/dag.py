@@ -1,0 +1,94 @@
+"""The pipeline DAG, read once from ``dvc.yaml`` through DVC's own parser.
+
+``dvc.yaml`` is the single hand-written definition of the pipeline. ``dvc repro`` runs it
+directly; the Snakefile builds one Snakemake rule per (expanded) DVC stage from
+:func:`load_stages`. Using DVC's parser means ``foreach``/``matrix`` expansion and ``${...}``
+interpolation from ``params.yaml`` are interpreted exactly as DVC does.
+
+Conventions the adapter relies on (checked by ``tests/test_dag_views.py``):
+
+- an output path whose last component has no ``.`` is a directory (Snakemake ``directory()``);
+- ``persist: true`` outputs (training checkpoints) are not Snakemake outputs, so that Snakemake
+  never deletes them before a rerun (DVC never does for persisted outputs);
+- tracked params are passed to the rule as ``params.tracked`` (JSON), so a changed value
+  reruns the rule under Snakemake's ``params`` rerun trigger, as under DVC.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StageOut:
+    path: str
+    persist: bool
+    cache: bool
+    metric: bool
+    plot: bool
+
+    @property
+    def is_dir(self) -> bool:
+        return "." not in Path(self.path).name
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One expanded DVC stage: what both Snakemake and DVC execute."""
+
+    name: str  # DVC addressing, e.g. "parse@iam"
+    cmd: str
+    deps: tuple[str, ...]
+    outs: tuple[StageOut, ...]
+    params: dict  # dotted key -> value, as DVC tracks them
+
+    @property
+    def rule_name(self) -> str:
+        return re.sub(r"\W", "_", self.name.replace("@", "__"))
+
+    @property
+    def snakemake_outputs(self) -> tuple[StageOut, ...]:
+        return tuple(o for o in self.outs if not o.persist)
+
+    @property
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True, default=str)
+
+    @property
+    def log_path(self) -> str:
+        return f"logs/{self.name}.log"
+
+    @property
+    def benchmark_path(self) -> str:
+        return f"logs/benchmarks/{self.name}.tsv"
+
+
+def load_stages(root: str | Path = ".") -> list[StageSpec]:
+    """All stages of ``root/dvc.yaml``, expanded and interpolated by DVC."""
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    root = Path(root).resolve()
+    with Repo(str(root)) as repo:
+        stages = []
+        for stage in repo.index.stages:
+            deps, params = [], {}
+            for dep in stage.deps:
+                if isinstance(dep, ParamsDependency):
+                    params.update(dep.read_params())
+                else:
+                    deps.append(_rel(dep.def_path))
+            outs = tuple(
+                StageOut(_rel(o.def_path), bool(o.persist), bool(o.use_cache), bool(o.metric),
+                         bool(o.plot))
+                for o in stage.outs
+            )
+            stages.append(StageSpec(stage.addressing, stage.cmd, tuple(deps), outs, params))
+    return stages
+
+
+def _rel(path: str) -> str:
+    return str(Path(path).as_posix()).rstrip("/")
