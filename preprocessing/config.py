@@ -47,3 +47,16 @@ PREPROCESSING_SECTIONS: dict[str, type | object] = {
     "datasets": Mapping[str, DatasetConfig],
     "parse": ParseConfig,
 }
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """Preprocessing (paper appendix B). Owned by preprocessing/preprocess.py; fields TBD."""
+
+
+@dataclass(frozen=True)
+class SubsetsConfig:
+    """HDF5 training subsets and benchmark splits. Owned by preprocessing/subsets; fields TBD."""
+
+
+PREPROCESSING_SECTIONS.update({"preprocess": PreprocessConfig, "subsets": SubsetsConfig})
