@@ -20,19 +20,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser (``cashg --help``); each subcommand parses its own arguments."""
     parser = argparse.ArgumentParser(prog="cashg", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module_name)
-        try:
-            module = importlib.import_module(module_name + "_args")
-        except ModuleNotFoundError:
-            module = None
-        if module is not None:
-            module.add_arguments(p)
-        else:
-            p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 

@@ -86,7 +86,7 @@ def load_stages(root: str | Path = ".") -> list[StageSpec]:
                          bool(o.plot))
                 for o in stage.outs
             )
-            stages.append(StageSpec(stage.addressing, stage.cmd, tuple(deps), outs, params))
+            stages.append(StageSpec(stage.name, stage.cmd, tuple(deps), outs, params))
     return stages
 
 

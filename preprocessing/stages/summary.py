@@ -1,0 +1,47 @@
+"""Stage ``summary``: statistics (JSON metrics) and a preview picture of one parsed dataset.
+
+    python -m preprocessing.stages.summary --dataset KEY --parsed results/parse/KEY \
+        --out results/summary/KEY
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cashg.params import load_section
+from preprocessing.summary import dataset_statistics, pick_preview_records, plot_preview
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True, help="dataset key in params.yaml datasets")
+    parser.add_argument("--parsed", required=True, type=Path, help="the parse stage's folder")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+
+    datasets = load_section("datasets", args.params)
+    if args.dataset not in datasets:
+        parser.error(f"{args.params}: no dataset {args.dataset!r} under datasets")
+    cfg = datasets[args.dataset]
+    records = args.parsed / "records.h5"
+    if not records.is_file():
+        print(f"summary: {records} not found (run the parse stage first)", file=sys.stderr)
+        return 1
+    stats = {"dataset": args.dataset, "format": cfg.format,
+             **dataset_statistics(records, args.parsed / "review.csv")}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(stats, indent=2) + "\n")
+    preview = pick_preview_records(records)
+    plot_preview(preview, args.out / "lines.png",
+                 f"{args.dataset} ({cfg.format}): {stats['lines']} lines,"
+                 f" {stats['writers']} writers")
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The Snakemake view and the DVC view of the pipeline must agree (one DAG definition)."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from workflow.check_views import StageView, diff_views
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _check(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "workflow.check_views", str(root)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+
+
+def _copy_pipeline(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, root / name)
+    shutil.copytree(REPO / "workflow", root / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
+    return root
+
+
+def test_repository_views_agree():
+    result = _check(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agree" in result.stdout
+
+
+def test_param_edit_reaches_both_views(tmp_path):
+    root = _copy_pipeline(tmp_path)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["parse"]["workers"] = 7
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    result = _check(root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    from workflow.check_views import dvc_view
+    view = dvc_view(root)
+    assert '"workers": 7' in view["parse__iam"].params
+
+
+def test_divergent_snakefile_is_detected(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
+    (root / "params.yaml").write_text("a: {b: 1}\n")
+    (root / "dvc.yaml").write_text(textwrap.dedent("""\
+        stages:
+          make:
+            cmd: echo hi > out.txt
+            params: [a]
+            outs: [out.txt]
+        """))
+    (root / "Snakefile").write_text(textwrap.dedent("""\
+        rule make:
+            output: "other.txt"
+            params: cmd="echo hi > out.txt", tracked='{"a": {"b": 1}}'
+            shell: "{params.cmd}"
+        """))
+    result = _check(root)
+    assert result.returncode == 1
+    assert "make: outputs differ" in result.stdout
+
+
+def test_diff_reports_every_field():
+    a = StageView("x", frozenset({"i"}), frozenset({"o"}), frozenset(), "{}")
+    b = StageView("y", frozenset({"j"}), frozenset({"o"}), frozenset({"o"}), '{"p": 1}')
+    problems = diff_views({"s": a, "t": a}, {"s": b, "u": b})
+    text = "\n".join(problems)
+    for word in ("cmd differ", "inputs differ", "directories differ", "params differ",
+                 "t: a Snakemake rule but not a DVC stage", "u: in dvc.yaml but not"):
+        assert word in text

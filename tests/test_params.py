@@ -1,0 +1,58 @@
+"""params.yaml is read into typed frozen configs; unknown or mistyped keys are errors."""
+
+import dataclasses
+from typing import Literal
+
+import pytest
+
+from cashg.params import ParamsError, build, load_params
+
+
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    rate: float = 0.5
+    mode: Literal["a", "b"] = "a"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outer:
+    name: str
+    inner: Inner = Inner()
+    sizes: tuple[int, ...] = (1, 2)
+
+
+def test_build_converts_nested_and_freezes():
+    cfg = build(Outer, {"name": "x", "inner": {"rate": 1, "mode": "b"}, "sizes": [3]})
+    assert cfg == Outer("x", Inner(1.0, "b"), (3,))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.name = "y"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"name": "x", "inner": {"rtae": 1}}, "params.inner: unknown key 'rtae'"),
+        ({"name": "x", "inner": {"mode": "c"}}, "params.inner.mode: 'c' is not one of"),
+        ({"name": 3}, "params.name: expected a string"),
+        ({}, "missing required key 'name'"),
+        ({"name": "x", "sizes": [1, "2"]}, "params.sizes[1]: expected an integer"),
+        ({"name": "x", "inner": {"rate": True}}, "params.inner.rate: expected a number"),
+    ],
+)
+def test_build_errors_name_the_key(data, message):
+    with pytest.raises(ParamsError) as err:
+        build(Outer, data)
+    assert message in str(err.value)
+
+
+def test_repository_params_load(repo_root):
+    params = load_params(repo_root / "params.yaml")
+    assert "datasets" in params and "parse" in params
+
+
+def test_unknown_section_is_an_error(tmp_path, repo_root):
+    text = (repo_root / "params.yaml").read_text() + "\ntrian:\n  lr: 1\n"
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(ParamsError, match="unknown section 'trian'"):
+        load_params(path)
