@@ -3,16 +3,179 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """CASHG architecture (paper Sec. 3, appendix C). Owned by cashg/model; fields TBD."""
+    """CASHG architecture (paper Sec. 3, appendix C). Owned by cashg/model.
+
+    Defaults are the paper setting (hidden 512, 8 heads, K = 20, frozen ``google/canine-c``,
+    ResNet18 style identifier). ``text_backbone`` is a Hugging Face hub id or a local directory
+    loaded with ``CanineModel.from_pretrained``; the literal ``"random-canine"`` builds a randomly
+    initialised CANINE of the ``canine_*`` sizes instead (an explicit, logged choice for offline
+    demos; the default ``canine_*`` sizes are canine-c's architecture).
+    """
+
+    # Character Context Encoder (Sec. 3.1, appendix C.1)
+    text_backbone: str = "google/canine-c"
+    freeze_text_backbone: bool = True
+    canine_hidden: int = 768
+    canine_layers: int = 12
+    canine_heads: int = 12
+    canine_intermediate: int = 3072
+    canine_hash_buckets: int = 16384
+    canine_seed: int = 0  # seed of the random CANINE initialisation (random-canine only)
+    code_table_size: int = 8192  # phi(u): code point u hashed as u mod code_table_size
+    code_dim: int = 64  # width of phi(u) before the projection P
+    alpha_init: float = 0.1  # alpha = softplus(raw) > 0, initialised to this value
+    ctx_layers: int = 2  # TransEnc_ctx depth (light Transformer encoder)
+    # shared widths
+    d_model: int = 512
+    n_heads: int = 8
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    # style encoder (SDT-style: ResNet18 front-end + Transformer encoder + writer/glyph heads)
+    style_image_size: int = 64
+    style_cnn_width: int = 64  # ResNet18 base width (64 in ResNet18)
+    style_layers: int = 2  # shared style Transformer encoder depth
+    style_head_layers: int = 1  # depth of each of the writer and glyph heads
+    supcon_dim: int = 256  # projection width for the two SupCon losses
+    # Bi-SWT decoder (Sec. 3.2): a writer branch then a glyph branch, as in SDT
+    writer_decoder_layers: int = 2
+    glyph_decoder_layers: int = 2
+    rope_base: float = 10000.0
+    # GMM head (appendix C.4)
+    n_mixtures: int = 20
+    sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
+    # ablation switches (Sec. 4.4): off = no predecessor in the window / h = h_sty
+    bi_swt: bool = True
+    gated_fusion: bool = True
+
+
+@dataclass(frozen=True)
+class PerturbConfig:
+    """Deterministic perturbation of the ground truth used by the evaluate stage's sanity run.
+
+    ``jitter``: std of the Gaussian noise added to every point, in units of the sentence
+    height; ``flip_fraction``: fraction of adjacent-character boundary labels toggled between
+    CURSIVE_EOC and EOC; ``spacing``: each word is shifted by a uniform offset in
+    [-spacing, spacing] heights (cumulative along the line), changing word gaps.
+    """
+
+    seed: int = 0
+    jitter: float = 0.01
+    flip_fraction: float = 0.2
+    spacing: float = 0.1
 
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    """Evaluation protocol options (paper Sec. 4.1, appendix E). Owned by cashg/evaluation."""
+    """Evaluation protocol options (paper Sec. 4.1, appendix E). Owned by cashg/evaluation.
+
+    ``protocol``: dsd | deepwriting | olhwg | sdt_glyph | merged | none (see
+    ``cashg.evaluation.protocols``). ``dtw_variant``: exact (the paper's metric) or the peers'
+    sdt / olhwg definitions. ``infer_cursive``: derive the prediction's CURSIVE_EOC labels with
+    the distance heuristic (threshold ``tau_conn``) for methods that do not predict them.
+    """
+
+    protocol: Literal["dsd", "deepwriting", "olhwg", "sdt_glyph", "merged", "none"] = "merged"
+    dtw_variant: Literal["exact", "sdt", "olhwg"] = "exact"
+    infer_cursive: bool = False
+    eps: float = 1e-6  # appendix E
+    rho: float = 0.5  # KGS/SSS overlap penalty
+    tau_conn: float = 0.005  # cursive heuristic threshold, normalised units
+    seg_error_threshold: int = 3  # DeepWriting: exclude sentences with >= 3 bad characters
+    sdt_radius: int = 1  # FastDTW radius of the SDT-style variant
+    olhwg_rdp_epsilon: float = 0.02  # RDP epsilon of the OLHWG-style variant
+    olhwg_radius: int = 1  # FastDTW radius of the OLHWG-style variant
+    workers: int = 2  # numba threads for DTW
+    plot_sentences: int = 4  # sentences in the GT-vs-prediction grid
+    perturb: PerturbConfig = PerturbConfig()
 
 
-CASHG_SECTIONS: dict[str, type | object] = {"model": ModelConfig, "evaluate": EvaluateConfig}
+@dataclass(frozen=True)
+class StageWeights:
+    """Loss weights of one curriculum stage (paper appendix A, "Implementation mapping").
+
+    ``L_total = char L_char + bigram L_bi + sentence L_sent + style L_style``; a stream whose
+    weight is 0 is not sampled at all in that stage.
+    """
+
+    char: float = 1.0
+    bigram: float = 0.0
+    sentence: float = 0.0
+    style: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Curriculum training (paper Sec. 3.4, appendix A, Tables A1/A2). Owned by cashg/training.
+
+    Defaults are the paper's merged-English setting: stage 1 [0, 10k) char only, stage 2
+    [10k, 50k) + bigram, stage 3 [50k, 1M] + sentence; AdamW lr 8e-5 with a 30k-iteration
+    warm-up and a 1k re-warm-up after each stage change; clip 1.0; batches 64/64/16 with the
+    sentence stream accumulated over 4 micro-batches (ratio 1:1:4); VDL 0.01 on bigrams and a
+    sentence VDL warmed up 0 -> 0.02 over [60k, 80k). Per-stage weights follow the appendix's
+    implementation mapping (Table A2's 0/1 columns say which streams are active).
+    """
+
+    seed: int = 0
+    total_iters: int = 1_000_000
+    stage2_start: int = 10_000
+    stage3_start: int = 50_000
+    # optimisation (Table A1)
+    lr: float = 8e-5
+    weight_decay: float = 0.01  # not given in the paper: torch's AdamW default
+    betas: tuple[float, ...] = (0.9, 0.999)
+    warmup_iters: int = 30_000
+    stage_warmup_iters: int = 1_000
+    grad_clip: float = 1.0
+    batch_char: int = 64
+    batch_bigram: int = 64
+    batch_sentence: int = 16
+    sentence_accum: int = 4
+    # losses (appendix A)
+    stage1: StageWeights = StageWeights(char=1.0, bigram=0.0, sentence=0.0, style=1.0)
+    stage2: StageWeights = StageWeights(char=0.3, bigram=1.0, sentence=0.0, style=0.3)
+    stage3: StageWeights = StageWeights(char=0.3, bigram=0.5, sentence=1.0, style=0.2)
+    lambda_pen: float = 1.5
+    pen_class_weights: tuple[float, ...] = (1.0, 1.0, 2.0, 2.5)
+    vdl_bigram: float = 0.01
+    vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
+    vdl_sentence: float = 0.02
+    vdl_sentence_warmup_start: int = 60_000
+    vdl_sentence_warmup_end: int = 80_000
+    supcon_temperature: float = 0.07
+    # data
+    style_refs: int = 15  # reference images per sample (sampled with replacement if fewer)
+    val_writers: int = 0  # train writers held out for validation when there is no validation split
+    # bookkeeping (not part of the resume-compatibility hash)
+    log_interval: int = 100
+    eval_interval: int = 5_000
+    eval_batches: int = 4  # held-out batches per stream at each evaluation
+    sample_lines: int = 2  # rendered test-writer lines per evaluation
+    sample_max_chars: int = 24
+    checkpoint_interval: int = 5_000
+    keep_last: int = 3
+    max_nonfinite_steps: int = 20  # consecutive non-finite steps that stop the run
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Generation of the test split for evaluation (paper Sec. 4: one fully autoregressive
+    sample per test input). Owned by cashg/training (generate stage)."""
+
+    seed: int = 0
+    greedy: bool = False
+    temperature: float = 1.0
+    bias: float = 0.0
+    max_char_points: int = 100
+    batch_size: int = 16
+    n_refs: int = 15
+    plot_lines: int = 4
+    limit: int = 0  # generate only the first N test sentences (0 = all)
+
+
+CASHG_SECTIONS: dict[str, type | object] = {"model": ModelConfig, "evaluate": EvaluateConfig,
+                                           "train": TrainConfig, "generate": GenerateConfig}

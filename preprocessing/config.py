@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 DatasetFormat = Literal["iam_ondb", "brush", "casia_pot", "casia_ptts", "casia_wptt", "deepwriting"]
@@ -18,6 +18,17 @@ class DemoConfig:
     sentences_per_writer: int = 40
     scale: float = 1.0  # multiplies sentences per writer; ~5 gives an IAM-OnDB-sized IAM tree
     glyph_lines_per_writer: int = 3  # BRUSH-style isolated-glyph lines ("aaa bbb ccc")
+    defects: bool = True  # inject the documented defects (listed in DEFECTS.json per tree)
+    min_chars: int = 20  # sentence length range, spaces included
+    max_chars: int = 60
+    brush_max_chars: int = 40  # BRUSH lines must fit the 748 px writing box
+    lines_per_form_min: int = 6  # IAM-OnDB lines per whiteboard form
+    lines_per_form_max: int = 10
+    iam_point_spacing: float = 2.0  # IAM sampling: font units of arc per point (cap height 21)
+    brush_point_spacing: float = 5.0  # BRUSH sampling: pixels of arc per point (sparser)
+    brush_resample_variants: bool = False  # also write <id>_resample20 / <id>_resample25
+    delayed_marks: bool = True  # i/j dots, t/f bars may be written after the word
+    iam_split: tuple[float, ...] = (0.7, 0.1, 0.1, 0.1)  # writer fractions: train, v, t, f
 
 
 @dataclass(frozen=True)
@@ -36,10 +47,21 @@ class DatasetConfig:
 
 @dataclass(frozen=True)
 class ParseConfig:
-    """Parsing stage options."""
+    """Parsing stage options (raw files -> records; see preprocessing/parsers).
 
-    workers: int = 2  # process pool size; 1 parses in-process
+    ``min_points_per_stroke``: strokes with fewer (finite) points are dropped (a ``fixed`` row).
+    ``percent_runs``: IAM-OnDB transcriptions containing a run of two or more ``%`` (annotation
+    marks, not handwriting): ``reject`` the line or ``keep`` it as written.
+    ``placeholder_texts``: transcriptions rejected as placeholders (besides texts without any
+    letter or digit, which are always placeholders).
+    ``bad_segmentation``: a line whose segmentation ground truth is invalid (out-of-range
+    strokes/points, wrong length, other text) is kept ``unsegmented`` or ``reject``-ed.
+    """
+
     min_points_per_stroke: int = 1
+    percent_runs: Literal["reject", "keep"] = "reject"
+    placeholder_texts: tuple[str, ...] = ()
+    bad_segmentation: Literal["unsegmented", "reject"] = "unsegmented"
 
 
 PREPROCESSING_SECTIONS: dict[str, type | object] = {
@@ -49,14 +71,179 @@ PREPROCESSING_SECTIONS: dict[str, type | object] = {
 }
 
 
+def _frozen_map(**kw: object) -> Mapping:
+    from types import MappingProxyType
+
+    return MappingProxyType(dict(kw))
+
+
+@dataclass(frozen=True)
+class DeskewConfig:
+    """Sentence deskew (paper app. B.1): applied to datasets whose format is in ``formats``
+    (IAM and CASIA 2.x text lines, not BRUSH), unless ``datasets`` (dataset key -> bool)
+    overrides it; skipped when the estimated angle is below ``min_deg`` or above ``max_deg``."""
+
+    formats: tuple[str, ...] = ("iam_ondb", "casia_ptts", "casia_wptt")
+    datasets: Mapping[str, bool] = field(default_factory=_frozen_map)
+    min_deg: float = 2.0
+    max_deg: float = 45.0
+
+
+@dataclass(frozen=True)
+class RdpConfig:
+    """Weak RDP (paper app. B.2): only characters with more than ``min_points`` points;
+    ``epsilon`` in sentence heights; if more than ``max_removed_fraction`` of a character's
+    points would go, epsilon is halved up to ``max_halvings`` times, else RDP is skipped."""
+
+    enabled: bool = True
+    epsilon: float = 0.006
+    min_points: int = 10
+    max_halvings: int = 5
+    max_removed_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class SegmentationReviewConfig:
+    """Segmentation review (app. B.1, B.4). ``strict_languages`` get the OLHWG validation
+    (duration sum, every boundary within ``boundary_tolerance`` points of a stroke end)."""
+
+    strict_languages: tuple[str, ...] = ("zh",)
+    boundary_tolerance: int = 3
+    max_unowned_fraction: float = 0.2
+
+
 @dataclass(frozen=True)
 class PreprocessConfig:
-    """Preprocessing (paper appendix B). Owned by preprocessing/preprocess.py; fields TBD."""
+    """Preprocessing (paper appendix B; owned by ``preprocessing/preprocess.py``).
+
+    ``resample_spacing``: arc-length step of the per-stroke resampling, in sentence heights
+    (density harmonisation across datasets). ``max_points_per_char``: per language, characters
+    with more points are resampled down (100 English, 160 Chinese, app. B.4).
+    """
+
+    deskew: DeskewConfig = DeskewConfig()
+    resample: bool = True
+    resample_spacing: float = 0.04
+    max_points_per_char: Mapping[str, int] = field(
+        default_factory=lambda: _frozen_map(en=100, zh=160))
+    rdp: RdpConfig = RdpConfig()
+    review: SegmentationReviewConfig = SegmentationReviewConfig()
+    space_points: bool = True  # spaces as pseudo-trajectory segments (paper Sec. 3.4)
+
+
+@dataclass(frozen=True)
+class SourceSplitConfig:
+    """How one source dataset of a benchmark is split into writer-disjoint train/validation/test.
+
+    ``writer_range``: integer writer ids, inclusive ranges ``[first, last]`` (DSD protocol on
+    BRUSH: 0-149 train / 150-169 test; OLHWG protocol on CASIA-OLHWDB 2.x: 0-1019 / 1020-1218).
+    ``iam_lists``: the official IAM-OnDB form lists in the dataset root (``datasets.<key>.root``),
+    one form id per line (leading space): ``trainset.txt`` train, ``testset_v.txt`` validation,
+    ``testset_t.txt`` + ``testset_f.txt`` test. A writer found in two splits is an error, or with
+    ``on_writer_overlap: drop_from_eval`` its validation/test sentences are dropped (reported).
+    """
+
+    rule: Literal["writer_range", "iam_lists"] = "writer_range"
+    train_writers: tuple[int, int] = (0, 149)
+    test_writers: tuple[int, int] = (150, 169)
+    validation_writers: tuple[int, int] | None = None
+    train_lists: tuple[str, ...] = ("trainset.txt",)
+    validation_lists: tuple[str, ...] = ("testset_v.txt",)
+    test_lists: tuple[str, ...] = ("testset_t.txt", "testset_f.txt")
+    on_writer_overlap: Literal["error", "drop_from_eval"] = "error"
+
+
+SubsetKind = Literal["char", "bigram", "sentence", "style"]
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """One benchmark: its source datasets (key -> split rule) and the subsets it builds.
+
+    Paper protocols (the defaults of :data:`PAPER_BENCHMARKS`): ``dsd`` = BRUSH writers 0-149
+    train / 150-169 test; ``deepwriting`` = the IAM-OnDB official lists; ``olhwg`` = CASIA 2.x
+    writers 0-1019 / 1020-1218 with char, sentence and style subsets (paper appendix B.4);
+    ``merged`` = IAM (lists) + BRUSH (writer ranges), each side split by its own rule.
+    """
+
+    sources: Mapping[str, SourceSplitConfig]
+    subsets: tuple[SubsetKind, ...] = ("char", "bigram", "sentence", "style")
+
+
+@dataclass(frozen=True)
+class CharSubsetConfig:
+    """Representative glyphs: per writer and character the best ``glyphs_per_char`` samples."""
+
+    glyphs_per_char: int = 1
+    min_points: int = 1  # glyphs with fewer points are ineligible (reported)
+
+
+@dataclass(frozen=True)
+class BigramSubsetConfig:
+    """Predecessor-current windows X_s (paper Eq. 2); spaces are characters (Sec. 3.4)."""
+
+    include_spaces: bool = True  # windows whose predecessor or current character is a space
+
+
+@dataclass(frozen=True)
+class SentenceSubsetConfig:
+    """Sentence sliding windows: at most ``max_chars`` characters and ``max_points`` points,
+    starting at word starts, next start at most ``stride_chars`` after the previous one."""
+
+    max_chars: int = 40
+    max_points: int = 1500
+    stride_chars: int = 20
+
+
+@dataclass(frozen=True)
+class StyleConfig:
+    """Style references: per writer ``per_writer`` rendered glyph images, ``image_size`` square.
+
+    ``scale: glyph`` fits each glyph's bounding box (aspect kept); ``sentence`` draws at a fixed
+    scale (1.0 sentence-height unit = the inner box) so glyph sizes stay comparable.
+    """
+
+    image_size: int = 64
+    per_writer: int = 16
+    margin: int = 4  # pixels left free on each side
+    line_width: float = 2.0  # pixels; anti-aliased
+    scale: Literal["glyph", "sentence"] = "glyph"
+    seed: int = 0
+
+
+def _paper_benchmarks() -> Mapping[str, BenchmarkConfig]:
+    from types import MappingProxyType
+
+    iam = SourceSplitConfig(rule="iam_lists")
+    brush = SourceSplitConfig(rule="writer_range", train_writers=(0, 149), test_writers=(150, 169))
+    casia = SourceSplitConfig(rule="writer_range", train_writers=(0, 1019),
+                              test_writers=(1020, 1218))
+    return MappingProxyType({
+        "dsd": BenchmarkConfig(MappingProxyType({"brush": brush})),
+        "deepwriting": BenchmarkConfig(MappingProxyType({"deepwriting": iam})),
+        "olhwg": BenchmarkConfig(MappingProxyType({"casia": casia}),
+                                 subsets=("char", "sentence", "style")),
+        "merged": BenchmarkConfig(MappingProxyType({"iam": iam, "brush": brush})),
+    })
+
+
+PAPER_BENCHMARKS = _paper_benchmarks()
 
 
 @dataclass(frozen=True)
 class SubsetsConfig:
-    """HDF5 training subsets and benchmark splits. Owned by preprocessing/subsets; fields TBD."""
+    """HDF5 training subsets per benchmark split (owned by ``preprocessing/subsets``).
+
+    ``benchmarks`` defaults to the paper's protocols (:data:`PAPER_BENCHMARKS`); the demo
+    params use smaller writer ranges that fit the ~60 writers per layout of the demo corpus.
+    """
+
+    benchmarks: Mapping[str, BenchmarkConfig] = field(default_factory=_paper_benchmarks)
+    char: CharSubsetConfig = CharSubsetConfig()
+    bigram: BigramSubsetConfig = BigramSubsetConfig()
+    sentence: SentenceSubsetConfig = SentenceSubsetConfig()
+    style: StyleConfig = StyleConfig()
+    compression: Literal["gzip", "lzf"] = "gzip"
 
 
 PREPROCESSING_SECTIONS.update({"preprocess": PreprocessConfig, "subsets": SubsetsConfig})

@@ -29,6 +29,15 @@ _STR = h5py.string_dtype("utf-8")
 _STRING_FIELDS = ("dataset", "writer_id", "sample_id", "text", "source")
 
 
+def _storage(data: np.ndarray) -> dict:
+    """Chunked gzip storage for non-empty arrays (HDF5 cannot chunk an empty dataset)."""
+    if not len(data):
+        return {"track_times": False}
+    chunks = (min(len(data), 65536), *data.shape[1:])
+    return {"chunks": chunks, "compression": "gzip", "compression_opts": 4, "shuffle": True,
+            "track_times": False}
+
+
 def write_records(path: str | Path, records: Iterable[InkRecord]) -> int:
     """Write records to ``path`` (overwriting); returns how many were written."""
     records = list(records)
@@ -50,9 +59,8 @@ def write_records(path: str | Path, records: Iterable[InkRecord]) -> int:
     with h5py.File(path, "w") as f:
         f.attrs["schema"] = SCHEMA
         f.attrs["schema_version"] = SCHEMA_VERSION
-        opts = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
         pts = cat([r.points for r in records], (2,), np.float64)
-        f.create_dataset("points", data=pts, chunks=(min(max(len(pts), 1), 65536), 2), **opts)
+        f.create_dataset("points", data=pts, **_storage(pts))
         for name, arrays, dtype in (
             ("stroke_index", [r.stroke_index for r in records], np.int32),
             (
@@ -63,16 +71,20 @@ def write_records(path: str | Path, records: Iterable[InkRecord]) -> int:
             ("char_points", char_lists, np.int64),
         ):
             data = cat(arrays, (), dtype)
-            f.create_dataset(name, data=data, chunks=(min(max(len(data), 1), 65536),), **opts)
-        f.create_dataset("point_offsets", data=point_offsets)
-        f.create_dataset("char_offsets", data=char_offsets)
-        f.create_dataset("record_char_offsets", data=np.asarray(record_char_offsets, np.int64))
-        f.create_dataset("segmented", data=np.array([r.segmented for r in records], dtype=bool))
-        f.create_dataset("has_time", data=np.array([r.time is not None for r in records], bool))
+            f.create_dataset(name, data=data, **_storage(data))
+        f.create_dataset("point_offsets", data=point_offsets, track_times=False)
+        f.create_dataset("char_offsets", data=char_offsets, track_times=False)
+        f.create_dataset("record_char_offsets", data=np.asarray(record_char_offsets, np.int64),
+                         track_times=False)
+        f.create_dataset("segmented", data=np.array([r.segmented for r in records], dtype=bool),
+                         track_times=False)
+        f.create_dataset("has_time", data=np.array([r.time is not None for r in records], bool),
+                         track_times=False)
         for name in _STRING_FIELDS:
-            f.create_dataset(name, data=[getattr(r, name) for r in records], dtype=_STR)
+            f.create_dataset(name, data=[getattr(r, name) for r in records], dtype=_STR,
+                             track_times=False)
         f.create_dataset("meta_json", data=[json.dumps(r.meta, sort_keys=True) for r in records],
-                         dtype=_STR)
+                         dtype=_STR, track_times=False)
     return len(records)
 
 

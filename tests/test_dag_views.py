@@ -40,13 +40,13 @@ def test_repository_views_agree():
 def test_param_edit_reaches_both_views(tmp_path):
     root = _copy_pipeline(tmp_path)
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["parse"]["workers"] = 7
+    params["parse"]["min_points_per_stroke"] = 7
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     result = _check(root)
     assert result.returncode == 0, result.stdout + result.stderr
     from workflow.check_views import dvc_view
     view = dvc_view(root)
-    assert '"workers": 7' in view["parse__iam"].params
+    assert "\"min_points_per_stroke\": 7" in view["parse__iam"].params
 
 
 def test_divergent_snakefile_is_detected(tmp_path):

@@ -79,3 +79,11 @@ def test_review_report_reconciles_and_writes(tmp_path):
     rows = read_review_csv(tmp_path / "review.csv")
     assert [r.reason for r in rows] == ["truncated_xml", "trailing_space", "missing_writer_id"]
     assert "seen 5, kept 3, rejected 2" in report.summary_line()
+
+
+def test_store_with_no_points_or_segmentation(tmp_path):
+    empty = record_from_strokes(dataset="casia_wptt", writer_id="1", sample_id="p-0", text="ab",
+                                strokes=[])
+    write_records(tmp_path / "r.h5", [empty])
+    (back,) = read_records(tmp_path / "r.h5")
+    assert back.n_points == 0 and back.char_points is None and back.text == "ab"

@@ -1,0 +1,68 @@
+"""``cashg evaluate --gt GT.h5 --pred PRED.h5 --protocol NAME --out DIR``.
+
+Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
+exists, else from :class:`cashg.config.EvaluateConfig`; command-line options override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cashg.config import EvaluateConfig
+from cashg.evaluation.evaluate import EvaluationOptions, evaluate, load_pair
+from cashg.evaluation.outputs import write_outputs
+from cashg.evaluation.protocols import PROTOCOLS
+from cashg.ink import InkFormatError
+from cashg.params import ParamsError, load_section
+
+__all__ = ["add_arguments", "report_missing", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gt", required=True, type=Path, help="ground-truth cashg-ink file")
+    parser.add_argument("--pred", required=True, type=Path, help="prediction cashg-ink file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None)
+    parser.add_argument("--infer-cursive", action="store_true", default=None,
+                        help="derive predicted CURSIVE_EOC labels with the distance heuristic")
+    parser.add_argument("--dtw-variant", choices=["exact", "sdt", "olhwg"], default=None)
+    parser.add_argument("--workers", type=int, default=None, help="DTW threads")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--method", default=None, help="method name for table.md")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def report_missing(result, stream=None) -> None:  # noqa: ANN001 - EvaluationResult
+    """Print one line per missing / excluded sentence to ``stream`` (default stderr)."""
+    stream = sys.stderr if stream is None else stream
+    for r in result.missing.itertuples(index=False):
+        print(f"evaluate: missing ({r.side}) {r.sentence_id}: {r.reason}", file=stream)
+    for r in result.excluded.itertuples(index=False):
+        print(f"evaluate: excluded {r.sentence_id}: {r.reason}", file=stream)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_section("evaluate", args.params) if args.params.is_file() else EvaluateConfig()
+    except ParamsError as exc:
+        print(f"cashg evaluate: {exc}", file=sys.stderr)
+        return 2
+    options = EvaluationOptions.from_config(
+        cfg, protocol=args.protocol, infer_cursive=args.infer_cursive,
+        dtw_variant=args.dtw_variant, workers=args.workers,
+    )
+    try:
+        gt, pred = load_pair(args.gt, args.pred)
+    except InkFormatError as exc:
+        print(f"cashg evaluate: {exc}", file=sys.stderr)
+        return 2
+    result = evaluate(gt, pred, options, progress=not args.no_progress)
+    result.details.update({"gt": str(args.gt), "pred": str(args.pred)})
+    report_missing(result)
+    path = write_outputs(result, args.out, gt, pred, method=args.method or args.pred.stem,
+                         plot_sentences=cfg.plot_sentences)
+    print(f"cashg evaluate: {result.details['n_scored']} sentences scored,"
+          f" {len(result.missing)} missing, {len(result.excluded)} excluded -> {path}")
+    return 0

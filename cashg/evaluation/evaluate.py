@@ -1,0 +1,306 @@
+"""Score a prediction ink file against a ground-truth ink file (paper Sec. 4.1, appendix E).
+
+Pipeline per matched sentence id (ids matched exactly; one-sided ids are reported in
+``missing``, never dropped silently):
+
+1. check the pair (same text, both sides have points), count segmentation errors, apply the
+   protocol's exclusion rule (``excluded``);
+2. normalise prediction and GT independently (bounding-box origin, divide by height);
+3. DTW on *all* points of the sentence, space pseudo-points included (the paper scores the
+   whole (x, y) trajectory; spaces carry the word spacing the metric should see), or per glyph
+   for the ``sdt_glyph`` protocol; ``DTW_norm = DTW_raw / number of GT points``;
+4. CSM on the same normalised coordinates (``cashg.metrics.csm``).
+
+Aggregation is writer-macro: DTW_raw and DTW_norm are averaged per writer (over sentences, or
+glyphs) and then over writers; DTW_std is the population std of a writer's DTW_norm values,
+averaged over writers. Writers are the ground truth's ``writer_id``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from cashg.evaluation.protocols import METRIC_KEYS, get_protocol
+from cashg.ink import InkFile, InkSentence
+from cashg.metrics.boundaries import (
+    char_geometry,
+    infer_cursive_labels,
+    is_space,
+    segmentation_errors,
+)
+from cashg.metrics.csm import CSM_KEYS, SentenceCSM, macro_csm, sentence_csm, writer_csm
+from cashg.metrics.dtw import dtw_batch
+from cashg.metrics.normalize import normalize_height
+from cashg.metrics.variants import dtw_olhwg, dtw_sdt
+
+__all__ = [
+    "EvaluationOptions",
+    "EvaluationResult",
+    "evaluate",
+    "evaluate_files",
+    "load_pair",
+]
+
+_DTW_CHUNK = 64  # pairs per parallel DTW call (progress granularity)
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """What to score and how; mirrors :class:`cashg.config.EvaluateConfig`."""
+
+    protocol: str = "merged"
+    dtw_variant: str = "exact"
+    infer_cursive: bool = False
+    eps: float = 1e-6
+    rho: float = 0.5
+    tau_conn: float = 0.005
+    seg_error_threshold: int = 3
+    sdt_radius: int = 1
+    olhwg_rdp_epsilon: float = 0.02
+    olhwg_radius: int = 1
+    workers: int = 2
+
+    @classmethod
+    def from_config(cls, cfg: Any, **overrides: Any) -> EvaluationOptions:
+        """From an ``EvaluateConfig``; ``overrides`` that are ``None`` are ignored."""
+        names = {f for f in cls.__dataclass_fields__}
+        base = cls(**{k: getattr(cfg, k) for k in names if hasattr(cfg, k)})
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass
+class EvaluationResult:
+    """Metrics (exactly ``METRIC_KEYS``, ``None`` = undefined) and the tables behind them."""
+
+    metrics: dict[str, float | None]
+    sentences: pd.DataFrame  # one row per scored sentence
+    units: pd.DataFrame  # one row per DTW unit (sentence, or glyph for sdt_glyph)
+    writers: pd.DataFrame  # one row per writer
+    missing: pd.DataFrame  # sentence_id, side, reason
+    excluded: pd.DataFrame  # sentence_id, reason
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+_MISSING_COLS = ["sentence_id", "side", "reason"]
+_EXCLUDED_COLS = ["sentence_id", "writer_id", "reason"]
+
+
+def load_pair(gt_path: str | Path, pred_path: str | Path) -> tuple[dict, dict]:
+    """Read both ink files fully (malformed files raise ``InkFormatError`` naming the problem)."""
+    out = []
+    for path in (gt_path, pred_path):
+        with InkFile(path) as f:
+            out.append({s.sentence_id: s for s in f})
+    return out[0], out[1]
+
+
+def evaluate_files(
+    gt_path: str | Path, pred_path: str | Path, options: EvaluationOptions, progress: bool = True
+) -> EvaluationResult:
+    """Read two cashg-ink files and :func:`evaluate` them."""
+    gt, pred = load_pair(gt_path, pred_path)
+    result = evaluate(gt, pred, options, progress=progress)
+    result.details.update({"gt": str(gt_path), "pred": str(pred_path)})
+    return result
+
+
+def evaluate(
+    gt: Mapping[str, InkSentence],
+    pred: Mapping[str, InkSentence],
+    options: EvaluationOptions,
+    progress: bool = False,
+) -> EvaluationResult:
+    """Score ``pred`` against ``gt`` (both keyed by sentence id) under ``options.protocol``."""
+    protocol = get_protocol(options.protocol)
+    if options.dtw_variant not in ("exact", "sdt", "olhwg"):
+        raise ValueError(f"unknown dtw variant {options.dtw_variant!r} (exact, sdt, olhwg)")
+    missing: list[tuple[str, str, str]] = []
+    excluded: list[tuple[str, str, str]] = []
+    for sid in sorted(set(pred) - set(gt)):
+        missing.append((sid, "gt", "sentence in prediction but not in ground truth"))
+    csm_wanted = bool(set(CSM_KEYS) & protocol.metrics) and not protocol.glyph_level
+
+    units_a: list[np.ndarray] = []  # GT trajectories of DTW units (normalised for exact)
+    units_b: list[np.ndarray] = []
+    unit_rows: list[dict[str, Any]] = []
+    sentence_rows: list[dict[str, Any]] = []
+    csm_by_writer: dict[str, list[SentenceCSM]] = {}
+    ids = sorted(gt)
+    bar = tqdm(ids, desc="evaluate: prepare", unit="sent", disable=not progress, file=sys.stderr)
+    for sid in bar:
+        g = gt[sid]
+        p = pred.get(sid)
+        if p is None:
+            missing.append((sid, "pred", "sentence in ground truth but not in prediction"))
+            continue
+        if g.text != p.text:
+            missing.append((sid, "pair", f"texts differ: GT {g.text!r} vs prediction {p.text!r}"))
+            continue
+        if len(g.points) == 0 or len(p.points) == 0:
+            side = "gt" if len(g.points) == 0 else "pred"
+            missing.append((sid, side, f"{'ground truth' if side == 'gt' else 'prediction'} has no points"))
+            continue
+        err_g = segmentation_errors(g.text, g.char_index)
+        err_p = segmentation_errors(p.text, p.char_index)
+        if protocol.exclude_segmentation_errors and (
+            len(err_g) >= options.seg_error_threshold or len(err_p) >= options.seg_error_threshold
+        ):
+            excluded.append((sid, g.writer_id, (
+                f"segmentation errors in {len(err_g)} GT / {len(err_p)} predicted characters"
+                f" (>= {options.seg_error_threshold})"
+            )))
+            continue
+        xy_g = normalize_height(g.xy)  # (N, 2) float64
+        xy_p = normalize_height(p.xy)  # (M, 2) float64
+        row: dict[str, Any] = {
+            "sentence_id": sid, "writer_id": g.writer_id, "text": g.text,
+            "n_gt": len(g.points), "n_pred": len(p.points),
+            "seg_errors_gt": len(err_g), "seg_errors_pred": len(err_p),
+        }
+        if protocol.glyph_level:
+            _glyph_units(g, p, sid, options, units_a, units_b, unit_rows, missing)
+        else:
+            _add_unit(g.xy, g.pen, p.xy, p.pen, xy_g, xy_p, sid, g.writer_id, options,
+                      units_a, units_b, unit_rows)
+        if csm_wanted:
+            geo_g = char_geometry(g.text, xy_g, g.pen, g.char_index)
+            geo_p = char_geometry(p.text, xy_p, p.pen, p.char_index)
+            lab_p = (infer_cursive_labels(geo_p, xy_p, options.tau_conn)
+                     if options.infer_cursive else geo_p.labels)
+            sc = sentence_csm(geo_g, geo_p, geo_g.labels, lab_p, options.rho, options.eps)
+            csm_by_writer.setdefault(g.writer_id, []).append(sc)
+            row.update({
+                "n_boundaries": sc.n_boundaries, "tp": sc.tp, "fp": sc.fp, "fn": sc.fn,
+                "rate_gt": sc.rate_gt, "rate_pred": sc.rate_pred,
+                "kgs_mean": sc.kgs_sum / sc.n_boundaries if sc.n_boundaries else None,
+                "n_space_runs": sc.n_space_runs,
+                "sss_mean": sc.sss_sum / sc.n_space_runs if sc.n_space_runs else None,
+                "dropped_boundaries": sc.dropped,
+            })
+        sentence_rows.append(row)
+
+    _run_exact_dtw(units_a, units_b, unit_rows, options, progress)
+    units = pd.DataFrame(unit_rows, columns=["unit_id", "sentence_id", "writer_id", "n_gt",
+                                             "n_pred", "dtw_raw", "dtw_norm"])
+    sentences = pd.DataFrame(sentence_rows)
+    if not protocol.glyph_level and len(sentences):
+        sentences = sentences.merge(units[["sentence_id", "dtw_raw", "dtw_norm"]],
+                                    on="sentence_id", how="left")
+    writers, metrics = _aggregate(units, csm_by_writer, protocol.metrics, options.eps)
+    missing_df = pd.DataFrame(missing, columns=_MISSING_COLS)
+    details = {
+        "protocol": protocol.name,
+        "protocol_description": protocol.description,
+        "dtw_variant": options.dtw_variant,
+        "options": asdict(options),
+        "n_gt": len(gt), "n_pred": len(pred),
+        "n_scored": len(sentence_rows), "n_units": len(unit_rows),
+        "n_missing": len(missing), "n_excluded": len(excluded),
+        "n_writers": int(len(writers)),
+        "dtw_points": "all points of the sentence, space pseudo-points included",
+        "normalisation": "independent; translate to bounding-box origin, divide by height",
+    }
+    return EvaluationResult(metrics, sentences, units, writers, missing_df,
+                            pd.DataFrame(excluded, columns=_EXCLUDED_COLS), details)
+
+
+def _add_unit(
+    raw_g: np.ndarray, pen_g: np.ndarray, raw_p: np.ndarray, pen_p: np.ndarray,
+    xy_g: np.ndarray, xy_p: np.ndarray, unit_id: str, writer: str,
+    options: EvaluationOptions, units_a: list, units_b: list, rows: list,
+) -> None:
+    """Queue one DTW unit (exact: batched later) or score it now (peer variants)."""
+    sid = unit_id.split("#", 1)[0]
+    row = {"unit_id": unit_id, "sentence_id": sid, "writer_id": writer,
+           "n_gt": len(raw_g), "n_pred": len(raw_p), "dtw_raw": np.nan, "dtw_norm": np.nan}
+    if options.dtw_variant == "exact":
+        units_a.append(xy_g)
+        units_b.append(xy_p)
+    elif options.dtw_variant == "sdt":
+        row["dtw_raw"], row["dtw_norm"] = dtw_sdt(raw_g, pen_g, raw_p, pen_p, options.sdt_radius)
+    else:
+        row["dtw_raw"], row["dtw_norm"] = dtw_olhwg(
+            raw_g, pen_g, raw_p, pen_p, options.olhwg_rdp_epsilon, options.olhwg_radius
+        )
+    rows.append(row)
+
+
+def _glyph_units(
+    g: InkSentence, p: InkSentence, sid: str, options: EvaluationOptions,
+    units_a: list, units_b: list, rows: list, missing: list,
+) -> None:
+    """SDT glyph protocol: one DTW unit per non-space character, each normalised on its own."""
+    for s, ch in enumerate(g.text):
+        if is_space(ch):
+            continue
+        mg = g.char_index == s
+        mp = p.char_index == s
+        uid = f"{sid}#{s}"
+        if not mg.any() or not mp.any():
+            side = "gt" if not mg.any() else "pred"
+            missing.append((uid, side, f"glyph {ch!r} (position {s}) has no points"))
+            continue
+        _add_unit(g.xy[mg], g.pen[mg], p.xy[mp], p.pen[mp], normalize_height(g.xy[mg]),
+                  normalize_height(p.xy[mp]), uid, g.writer_id, options, units_a, units_b, rows)
+
+
+def _run_exact_dtw(
+    units_a: list, units_b: list, rows: list, options: EvaluationOptions, progress: bool
+) -> None:
+    """Exact DTW of the queued units in parallel chunks; fills dtw_raw / dtw_norm in ``rows``."""
+    if options.dtw_variant != "exact" or not units_a:
+        return
+    numba.set_num_threads(max(1, min(options.workers, numba.config.NUMBA_NUM_THREADS)))
+    raw = np.empty(len(units_a))
+    with tqdm(total=len(units_a), desc="evaluate: DTW", unit="pair", disable=not progress,
+              file=sys.stderr) as bar:
+        for start in range(0, len(units_a), _DTW_CHUNK):
+            stop = min(start + _DTW_CHUNK, len(units_a))
+            raw[start:stop] = dtw_batch(units_a[start:stop], units_b[start:stop])
+            bar.update(stop - start)
+    for row, value in zip(rows, raw):
+        row["dtw_raw"] = float(value)
+        row["dtw_norm"] = float(value) / row["n_gt"]
+
+
+def _aggregate(
+    units: pd.DataFrame, csm_by_writer: dict[str, list[SentenceCSM]], wanted: frozenset[str],
+    eps: float,
+) -> tuple[pd.DataFrame, dict[str, float | None]]:
+    """Per-writer table and the writer-macro metrics (``None`` where undefined or not reported)."""
+    writer_ids = sorted(set(units["writer_id"]) | set(csm_by_writer))
+    rows = []
+    for w in writer_ids:
+        row: dict[str, Any] = {"writer_id": w}
+        u = units[units["writer_id"] == w]
+        if len(u):
+            norm = u["dtw_norm"].to_numpy(dtype=np.float64)
+            row.update({"n_units": len(u), "DTW_raw": float(u["dtw_raw"].mean()),
+                        "DTW_norm": float(norm.mean()), "DTW_std": float(norm.std(ddof=0))})
+        if w in csm_by_writer:
+            wc = writer_csm(csm_by_writer[w], eps)
+            row.update({"n_sentences": wc.n_sentences, "n_boundaries": wc.n_boundaries,
+                        "n_space_runs": wc.n_space_runs, "TP": wc.tp, "FP": wc.fp, "FN": wc.fn,
+                        "F1_cursive": wc.f1_cursive, "CRE": wc.cre, "KGS": wc.kgs,
+                        "SSS": wc.sss})
+            row["_csm"] = wc
+        rows.append(row)
+    metrics: dict[str, float | None] = dict.fromkeys(METRIC_KEYS)
+    csm = macro_csm([r["_csm"] for r in rows if "_csm" in r]) if csm_by_writer else {}
+    for key in CSM_KEYS:
+        metrics[key] = csm.get(key)
+    for key in ("DTW_raw", "DTW_norm", "DTW_std"):
+        vals = [r[key] for r in rows if key in r]
+        metrics[key] = float(np.mean(vals)) if vals else None
+    metrics = {k: (v if k in wanted else None) for k, v in metrics.items()}
+    writers = pd.DataFrame([{k: v for k, v in r.items() if k != "_csm"} for r in rows])
+    return writers, metrics

@@ -1,0 +1,89 @@
+"""PNG figures: ground truth vs prediction grid, and metric distributions (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from cashg.ink import InkSentence  # noqa: E402
+from cashg.metrics.normalize import normalize_height  # noqa: E402
+from preprocessing.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
+
+__all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
+
+PEN_COLOURS = {PM: "#999999", PU: "#1f77b4", CURSIVE_EOC: "#2ca02c", EOC: "#d62728"}
+_PEN_NAMES = {PM: "PM", PU: "PU", CURSIVE_EOC: "CURSIVE_EOC", EOC: "EOC"}
+_META = {"Software": None}  # no version string: same inputs give the same bytes
+
+
+def _draw(ax: plt.Axes, s: InkSentence, title: str) -> None:
+    xy = normalize_height(s.xy)  # (N, 2)
+    pen = s.pen
+    lifts = np.flatnonzero(np.isin(pen, (PU, EOC)))
+    start = 0
+    for end in list(lifts) + [len(xy) - 1]:
+        if end >= start:
+            ax.plot(xy[start:end + 1, 0], xy[start:end + 1, 1], "-", color="black", lw=0.8)
+        start = end + 1
+    ci = s.char_index
+    last = np.flatnonzero(np.r_[ci[1:] != ci[:-1], True]) if len(ci) else np.zeros(0, int)
+    for code, colour in PEN_COLOURS.items():
+        sel = last[pen[last] == code]
+        if len(sel):
+            ax.scatter(xy[sel, 0], xy[sel, 1], s=10, color=colour, label=_PEN_NAMES[code],
+                       zorder=3)
+    ax.set_title(title, fontsize=7)
+    ax.set_aspect("equal")
+    ax.invert_yaxis()  # y points down in the ink format
+    ax.axis("off")
+
+
+def plot_pairs(
+    pairs: Sequence[tuple[InkSentence, InkSentence]], path: str | Path
+) -> None:
+    """Grid, one row per sentence: GT | prediction; character ends coloured by pen state."""
+    n = max(1, len(pairs))
+    fig, axes = plt.subplots(n, 2, figsize=(10, 1.6 * n + 0.6), squeeze=False)
+    for row, (g, p) in enumerate(pairs):
+        _draw(axes[row, 0], g, f"GT {g.sentence_id}: {g.text}")
+        _draw(axes[row, 1], p, f"prediction {p.sentence_id}")
+    if not pairs:
+        for ax in axes.ravel():
+            ax.axis("off")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=_PEN_NAMES[k])
+               for k, c in PEN_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120, metadata=_META)
+    plt.close(fig)
+
+
+def plot_distributions(
+    units: pd.DataFrame, writers: pd.DataFrame, sentences: pd.DataFrame, path: str | Path
+) -> None:
+    """Histograms: per-unit DTW_norm, per-sentence KGS/SSS means, per-writer CSM scores."""
+    panels = [("DTW_norm per unit", units.get("dtw_norm")),
+              ("KGS per sentence", sentences.get("kgs_mean")),
+              ("SSS per sentence", sentences.get("sss_mean"))]
+    for key in ("F1_cursive", "CRE", "KGS", "SSS"):
+        panels.append((f"{key} per writer", writers.get(key)))
+    fig, axes = plt.subplots(2, 4, figsize=(12, 5))
+    for ax, (title, series) in zip(axes.ravel(), panels):
+        vals = (pd.to_numeric(series, errors="coerce").dropna().to_numpy()
+                if series is not None else np.zeros(0))
+        if len(vals):
+            ax.hist(vals, bins=20, color="#4c72b0")
+        else:
+            ax.text(0.5, 0.5, "undefined", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title, fontsize=8)
+    axes.ravel()[-1].axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata=_META)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""``cashg generate``: handwriting for a text in a writer's style."""

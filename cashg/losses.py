@@ -1,0 +1,197 @@
+"""CASHG training losses (paper Sec. 3.4, appendix A).
+
+- :func:`gmm_nll` - masked mixture NLL, Eq. gmm_nll: mean over valid steps.
+- :func:`pen_loss` - masked pen-state cross-entropy with class weights ``[1, 1, 2, 2.5]``
+  (PM, PU, CURSIVE_EOC, EOC). Normalisation: ``(1/|V|) sum_{t in V} w_{y_t} (-log p_{t,y_t})``,
+  i.e. the paper's mean over valid steps with each step's NLL multiplied by its class weight
+  (NOT torch's weighted mean, which divides by ``sum w_{y_t}``).
+- :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5).
+- :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
+- :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
+
+VDL definitions (appendix A leaves them open; fixed here):
+- absolute trajectory = cumulative sum of the deltas over the whole sequence (padding
+  contributes zero), in the same normalised units for prediction and GT;
+- per character, on y (downwards): ``cen`` = mean y of its points, ``top`` = mean of the
+  ``ceil(0.15 n)`` smallest y values (at least one), ``bot`` = mean of the ``ceil(0.15 n)``
+  largest y values;
+- a boundary is a pair of consecutive valid characters (both with points, both in the target
+  mask, neither a whitespace character: space pseudo-trajectories have no vertical extent);
+- the predicted trajectory in training is the mean of the most probable mixture component at
+  each step (:func:`most_probable_mean`), differentiable in the means.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from cashg.model.gmm_head import MixtureParams
+
+PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
+LAMBDA_PEN = 1.5
+VDL_WEIGHTS = (2.0, 1.0, 1.0)  # cen, top, bot
+VDL_BAND = 0.15
+SUPCON_TEMPERATURE = 0.07
+WHITESPACE = (9, 10, 13, 32, 0x3000)
+
+
+def mixture_log_prob(p: MixtureParams, target: torch.Tensor) -> torch.Tensor:
+    """log sum_k pi_k N2(target; mu_k, Sigma_k) for target (..., 2); returns (...)."""
+    d = target[..., None, :] - p.mu  # (..., K, 2)
+    zx, zy = d[..., 0] / p.sigma[..., 0], d[..., 1] / p.sigma[..., 1]
+    one_m = 1.0 - p.rho**2
+    z = zx**2 + zy**2 - 2.0 * p.rho * zx * zy
+    log_n = (-math.log(2 * math.pi) - p.sigma.log().sum(-1) - 0.5 * one_m.log()
+             - z / (2.0 * one_m))  # (..., K)
+    return torch.logsumexp(p.log_pi + log_n, dim=-1)
+
+
+def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood over the steps where ``mask`` (...) is True."""
+    sel = p.index(mask)
+    if sel.mu.shape[0] == 0:
+        return p.mu.sum() * 0.0
+    return -mixture_log_prob(sel, target[mask]).mean()
+
+
+def pen_loss(
+    logits: torch.Tensor,  # (..., 4)
+    target: torch.Tensor,  # (...) long
+    mask: torch.Tensor,  # (...) bool
+    class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
+) -> torch.Tensor:
+    """Weighted pen-state NLL averaged over the valid steps (see module docstring)."""
+    lg, y = logits[mask], target[mask]
+    if y.numel() == 0:
+        return logits.sum() * 0.0
+    w = torch.tensor(class_weights, dtype=lg.dtype, device=lg.device)
+    nll = -F.log_softmax(lg, dim=-1).gather(-1, y[:, None]).squeeze(-1)
+    return (w[y] * nll).mean()
+
+
+def sequence_loss(
+    p: MixtureParams,
+    deltas: torch.Tensor,  # (..., 2)
+    pen: torch.Tensor,  # (...)
+    mask: torch.Tensor,  # (...)
+    lambda_pen: float = LAMBDA_PEN,
+    class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
+) -> dict[str, torch.Tensor]:
+    """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen."""
+    mdn = gmm_nll(p, deltas, mask)
+    pl = pen_loss(p.pen_logits, pen, mask, class_weights)
+    return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
+
+
+def most_probable_mean(p: MixtureParams) -> torch.Tensor:
+    """(..., 2): the mean of the component with the largest weight (differentiable in mu)."""
+    k = p.log_pi.argmax(dim=-1, keepdim=True)  # (..., 1)
+    return torch.gather(p.mu, -2, k[..., None].expand(*k.shape, 2)).squeeze(-2)
+
+
+def absolute_y(deltas: torch.Tensor, point_mask: torch.Tensor) -> torch.Tensor:
+    """(B, S, T) absolute y by cumulative sum of dy over the whole sequence (B, S*T)."""
+    b, s, t = point_mask.shape
+    dy = (deltas[..., 1] * point_mask).reshape(b, s * t)
+    return dy.cumsum(dim=1).reshape(b, s, t)
+
+
+def char_vertical_stats(
+    y: torch.Tensor, point_mask: torch.Tensor, band: float = VDL_BAND
+) -> torch.Tensor:
+    """(B, S, 3) ``[cen, top, bot]`` of the absolute y (B, S, T) of each character.
+
+    Characters without points give zeros (they are never part of a boundary).
+    """
+    n = point_mask.sum(-1).clamp(min=1)  # (B, S)
+    cen = (y * point_mask).sum(-1) / n
+    k = torch.ceil(band * n).clamp(min=1)  # (B, S) points per band
+    rank = torch.arange(y.shape[-1], device=y.device)
+    inf = torch.finfo(y.dtype).max
+    asc = torch.sort(y.masked_fill(~point_mask, inf), dim=-1).values  # padding last
+    desc = torch.sort(y.masked_fill(~point_mask, -inf), dim=-1, descending=True).values
+    in_band = (rank < k[..., None]) & point_mask.any(-1, keepdim=True)  # (B, S, T)
+    top = torch.where(in_band, asc, 0.0).sum(-1) / k
+    bot = torch.where(in_band, desc, 0.0).sum(-1) / k
+    return torch.stack([cen, top, bot], dim=-1)
+
+
+def vdl_from_offsets(
+    pred: torch.Tensor, gt: torch.Tensor, weights: tuple[float, float, float] = VDL_WEIGHTS
+) -> torch.Tensor:
+    """Eq. vdl from boundary offsets (N, 3) ``[cen, top, bot]``: weighted squared error, mean over N."""
+    if pred.shape[0] == 0:
+        return pred.sum() * 0.0
+    w = torch.tensor(weights, dtype=pred.dtype, device=pred.device)
+    return ((pred - gt) ** 2 * w).sum(-1).mean()
+
+
+def boundary_mask(codepoints: torch.Tensor, char_mask: torch.Tensor,
+                  point_mask: torch.Tensor) -> torch.Tensor:
+    """(B, S-1) True where characters s-1 and s form a valid VDL boundary."""
+    ok = char_mask & point_mask.any(-1)
+    for c in WHITESPACE:
+        ok = ok & (codepoints != c)
+    return ok[:, :-1] & ok[:, 1:]
+
+
+def vertical_drift_loss(
+    pred_deltas: torch.Tensor,  # (B, S, T, 2)
+    gt_deltas: torch.Tensor,  # (B, S, T, 2)
+    point_mask: torch.Tensor,  # (B, S, T)
+    boundaries: torch.Tensor,  # (B, S-1) from boundary_mask (and the target mask)
+    weights: tuple[float, float, float] = VDL_WEIGHTS,
+    band: float = VDL_BAND,
+) -> torch.Tensor:
+    """Vertical Drift Loss over the valid boundaries (0 when there are none)."""
+    stats_p = char_vertical_stats(absolute_y(pred_deltas, point_mask), point_mask, band)
+    stats_g = char_vertical_stats(absolute_y(gt_deltas, point_mask), point_mask, band)
+    off_p = (stats_p[:, 1:] - stats_p[:, :-1])[boundaries]  # (N, 3)
+    off_g = (stats_g[:, 1:] - stats_g[:, :-1])[boundaries]
+    return vdl_from_offsets(off_p, off_g, weights)
+
+
+def supcon_loss(
+    features: torch.Tensor, labels: torch.Tensor, temperature: float = SUPCON_TEMPERATURE
+) -> torch.Tensor:
+    """Supervised contrastive loss (Khosla et al. 2020, L_out) of features (N, P), labels (N,).
+
+    Features are L2-normalised here. For each anchor with at least one positive (same label,
+    not itself): ``-mean_{p} log(exp(s_ip / T) / sum_{a != i} exp(s_ia / T))``; averaged over
+    those anchors; 0 (with a graph) when no anchor has a positive.
+    """
+    f = F.normalize(features, dim=-1)
+    n = f.shape[0]
+    sim = f @ f.T / temperature  # (N, N)
+    self_mask = torch.eye(n, dtype=torch.bool, device=f.device)
+    sim = sim.masked_fill(self_mask, float("-inf"))
+    log_prob = sim - torch.logsumexp(sim, dim=1, keepdim=True)
+    pos = (labels[:, None] == labels[None, :]) & ~self_mask
+    n_pos = pos.sum(1)
+    has = n_pos > 0
+    if not bool(has.any()):
+        return features.sum() * 0.0
+    mean_log = torch.where(pos, log_prob, 0.0).sum(1)[has] / n_pos[has]
+    return -mean_log.mean()
+
+
+def style_loss(writer_embed: torch.Tensor, glyph_embed: torch.Tensor, writer_ids: torch.Tensor,
+               glyph_labels: torch.Tensor | None = None,
+               temperature: float = SUPCON_TEMPERATURE) -> dict[str, torch.Tensor]:
+    """L_style = SupCon(writer) + SupCon(glyph) from the style encoder's embeddings.
+
+    writer_embed (B, R, P): one per reference, labelled by its writer. glyph_embed (B, R, 2, P):
+    two views per reference, labelled by ``glyph_labels`` (B, R) when given (e.g. a
+    (writer, character) id), else by the reference itself (the two views are the positives).
+    """
+    b, r, p = writer_embed.shape
+    w_lab = writer_ids[:, None].expand(b, r).reshape(-1)
+    lw = supcon_loss(writer_embed.reshape(b * r, p), w_lab, temperature)
+    if glyph_labels is None:
+        glyph_labels = torch.arange(b * r, device=glyph_embed.device).reshape(b, r)
+    g_lab = glyph_labels[:, :, None].expand(b, r, 2).reshape(-1)
+    lg = supcon_loss(glyph_embed.reshape(b * r * 2, p), g_lab, temperature)
+    return {"writer": lw, "glyph": lg, "style": lw + lg}

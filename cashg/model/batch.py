@@ -1,0 +1,130 @@
+"""Batch structures fed to :class:`cashg.model.cashg_model.CASHG` (training and tests).
+
+One structure serves the three curriculum streams: a glyph sample is a sequence of one
+character, a bigram sample two, a sentence (window) sample many. Per character the trajectory
+is a list of points ``[dx, dy, pen]``: ``dx, dy`` is the offset from the previous point of the
+sequence (for the sequence's first point: from the sequence origin, e.g. ``(0, 0)`` where the
+absolute coordinates were measured from), pen is PM/PU/CURSIVE_EOC/EOC. Spaces are characters
+with their pseudo-trajectory points. Every valid character owns at least one point.
+
+``target_mask`` selects the characters whose points enter the losses (for instance a sliding
+sentence window whose first character is context only); by default every character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import torch
+
+
+@dataclass
+class CharSequenceBatch:
+    """A padded batch of B character sequences with R style references each.
+
+    codepoints (B, S) long (0 = padding); char_mask (B, S) bool, valid characters first;
+    deltas (B, S, T, 2) float; pen (B, S, T) long; point_mask (B, S, T) bool, valid points
+    first; style_images (B, R, H, W) float in [0, 1] (background 0, ink 1); writer_ids (B,)
+    long; target_mask (B, S) bool; glyph_labels (B, R) long or None (SupCon labels of the
+    references; None = each reference is its own class).
+    """
+
+    codepoints: torch.Tensor
+    char_mask: torch.Tensor
+    deltas: torch.Tensor
+    pen: torch.Tensor
+    point_mask: torch.Tensor
+    style_images: torch.Tensor
+    writer_ids: torch.Tensor
+    target_mask: torch.Tensor
+    glyph_labels: torch.Tensor | None = None
+
+    def to(self, device: torch.device | str) -> CharSequenceBatch:
+        return CharSequenceBatch(**{
+            f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+            for f in fields(self)
+        })
+
+    @property
+    def n_points(self) -> torch.Tensor:
+        """(B, S) points per character."""
+        return self.point_mask.sum(dim=-1)
+
+
+@dataclass
+class SequenceSample:
+    """One unpadded sample: ``chars`` holds a (T_i, 3) float array ``[dx, dy, pen]`` per character."""
+
+    text: str
+    chars: list[np.ndarray]
+    style_images: np.ndarray  # (R, H, W) float in [0, 1]
+    writer_id: int
+    target: list[bool] | None = None
+    glyph_labels: np.ndarray | None = None  # (R,) int
+    meta: dict = field(default_factory=dict)
+
+
+def collate(samples: Sequence[SequenceSample]) -> CharSequenceBatch:
+    """Pad samples into a :class:`CharSequenceBatch` (all samples need the same R, H, W)."""
+    if not samples:
+        raise ValueError("collate: no samples")
+    b = len(samples)
+    s_max = max(len(x.text) for x in samples)
+    t_max = max(max((len(c) for c in x.chars), default=1) for x in samples)
+    codepoints = torch.zeros(b, s_max, dtype=torch.long)
+    char_mask = torch.zeros(b, s_max, dtype=torch.bool)
+    target = torch.zeros(b, s_max, dtype=torch.bool)
+    deltas = torch.zeros(b, s_max, t_max, 2)
+    pen = torch.zeros(b, s_max, t_max, dtype=torch.long)
+    point_mask = torch.zeros(b, s_max, t_max, dtype=torch.bool)
+    for i, x in enumerate(samples):
+        if len(x.chars) != len(x.text):
+            raise ValueError(f"sample {i}: {len(x.chars)} trajectories for {len(x.text)} characters")
+        n = len(x.text)
+        codepoints[i, :n] = torch.tensor([ord(c) for c in x.text])
+        char_mask[i, :n] = True
+        target[i, :n] = torch.tensor(x.target if x.target is not None else [True] * n)
+        for j, pts in enumerate(x.chars):
+            pts = np.asarray(pts, dtype=np.float32).reshape(-1, 3)
+            if not len(pts):
+                raise ValueError(f"sample {i}: character {j} ({x.text[j]!r}) has no points")
+            deltas[i, j, : len(pts)] = torch.from_numpy(pts[:, :2])
+            pen[i, j, : len(pts)] = torch.from_numpy(pts[:, 2].astype(np.int64))
+            point_mask[i, j, : len(pts)] = True
+    images = torch.from_numpy(np.stack([np.asarray(x.style_images, np.float32) for x in samples]))
+    labels = None
+    if all(x.glyph_labels is not None for x in samples):
+        labels = torch.from_numpy(np.stack([np.asarray(x.glyph_labels, np.int64) for x in samples]))
+    return CharSequenceBatch(
+        codepoints=codepoints, char_mask=char_mask, deltas=deltas, pen=pen,
+        point_mask=point_mask, style_images=images,
+        writer_ids=torch.tensor([x.writer_id for x in samples], dtype=torch.long),
+        target_mask=target & char_mask, glyph_labels=labels,
+    )
+
+
+def char_deltas(
+    points: np.ndarray, char_index: np.ndarray, n_chars: int, origin: tuple[float, float] = (0, 0)
+) -> list[np.ndarray]:
+    """Per-character ``[dx, dy, pen]`` arrays from absolute ink points.
+
+    points (N, 3) ``[x, y, pen]`` in pen order; char_index (N,) non-decreasing character index;
+    the first delta is measured from ``origin``. Raises if a character owns no point or the
+    points are not grouped by character.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    char_index = np.asarray(char_index, dtype=np.int64)
+    if len(char_index) and (np.diff(char_index) < 0).any():
+        raise ValueError("char_index must be non-decreasing (points grouped by character)")
+    xy = points[:, :2]
+    prev = np.vstack([np.asarray(origin, np.float64)[None], xy[:-1]])
+    d = np.concatenate([xy - prev, points[:, 2:3]], axis=1).astype(np.float32)
+    out = []
+    for c in range(n_chars):
+        sel = d[char_index == c]
+        if not len(sel):
+            raise ValueError(f"character {c} owns no points")
+        out.append(sel)
+    return out

@@ -1,0 +1,131 @@
+"""The CASHG model: Character Context Encoder, style encoder, Bi-SWT decoder and GMM head.
+
+``CASHG.forward(batch)`` runs teacher-forced decoding of every character window of a
+:class:`~cashg.model.batch.CharSequenceBatch` at once (windows flattened over batch and
+character positions) and returns mixture parameters per target point (B, S, T).
+Autoregressive sampling lives in :mod:`cashg.sampling`. Nothing here imports training code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from cashg.config import ModelConfig
+from cashg.model.batch import CharSequenceBatch
+from cashg.model.decoder import BiSWTDecoder
+from cashg.model.gmm_head import GMMHead, MixtureParams
+from cashg.model.style_encoder import StyleEncoder, StyleOutput
+from cashg.model.text_encoder import CharacterContextEncoder
+
+
+@dataclass
+class ModelOutput:
+    """params: mixture over (B, S, T) target points; style: style encoder outputs;
+    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off)."""
+
+    params: MixtureParams
+    style: StyleOutput
+    gates: torch.Tensor | None
+
+
+@dataclass
+class Windows:
+    """Flattened teacher-forcing windows: W windows of L tokens."""
+
+    batch_index: torch.Tensor  # (W,) sample of each window
+    char_index: torch.Tensor  # (W,) current character s of each window
+    tokens: torch.Tensor  # (W, L, D)
+    positions: torch.Tensor  # (W, L)
+    valid: torch.Tensor  # (W, L)
+    token_char: torch.Tensor  # (W, L) character position s(t) of each token
+    first_out: torch.Tensor  # (W,) index of the token e~_s (predicts the first point)
+
+
+class CASHG(nn.Module):
+    """Context-Aware Stylized Online Handwriting Generation."""
+
+    def __init__(self, cfg: ModelConfig, backbone_config: dict | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.text = CharacterContextEncoder(cfg, backbone_config)
+        self.style = StyleEncoder(cfg)
+        self.decoder = BiSWTDecoder(cfg)
+        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
+
+    def build_windows(
+        self,
+        identity: torch.Tensor,  # (B, S, D)
+        deltas: torch.Tensor,  # (B, S, T, 2)
+        pen: torch.Tensor,  # (B, S, T)
+        char_mask: torch.Tensor,  # (B, S)
+        point_mask: torch.Tensor,  # (B, S, T)
+    ) -> Windows:
+        """Pack ``[e~_{s-1}, y_{s-1}, e~_s, y_{s,1:T-1}]`` for every valid character."""
+        b, s, t = pen.shape
+        d = identity.shape[-1]
+        dev = identity.device
+        n_pts = point_mask.sum(-1)  # (B, S)
+        bw, sw = char_mask.nonzero(as_tuple=True)  # (W,)
+        s_prev = (sw - 1).clamp(min=0)
+        has_prev = (sw > 0) & self.cfg.bi_swt
+        n_prev = torch.where(has_prev, 1 + n_pts[bw, s_prev], 0)  # (W,)
+        lengths = n_prev + n_pts[bw, sw]  # (W,)
+        big_l = int(lengths.max())
+        j = torch.arange(big_l, device=dev)[None]  # (1, L)
+        in_prev = j < n_prev[:, None]  # (W, L)
+        token_char = torch.where(in_prev, s_prev[:, None], sw[:, None])
+        pt = torch.where(in_prev, j - 1, j - n_prev[:, None] - 1)  # -1 on identity tokens
+        valid = j < lengths[:, None]
+        flat_char = bw[:, None] * s + token_char  # (W, L)
+        n_id = b * s
+        idx = torch.where(pt < 0, flat_char, n_id + flat_char * t + pt.clamp(min=0))
+        idx = torch.where(valid, idx, n_id + n_id * t)  # padding -> the zero row
+        points = self.decoder.embed_points(deltas, pen).reshape(n_id * t, d)
+        bank = torch.cat([identity.reshape(n_id, d), points, identity.new_zeros(1, d)])
+        tokens = bank[idx] + self.decoder.segment((~in_prev).long()) * valid[..., None]
+        return Windows(bw, sw, tokens, j.expand(len(bw), -1), valid, token_char, n_prev)
+
+    def forward(self, batch: CharSequenceBatch, return_gates: bool = False) -> ModelOutput:
+        """Teacher-forced mixture parameters for every point of every valid character."""
+        b, s, t = batch.pen.shape
+        style = self.style(batch.style_images)
+        identity, ctx = self.text(batch.codepoints, batch.char_mask)
+        win = self.build_windows(identity, batch.deltas, batch.pen, batch.char_mask,
+                                 batch.point_mask)
+        mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in
+                  self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
+        m_ctx = ctx[win.batch_index[:, None], win.token_char]  # (W, L, D)
+        h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx)
+        out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
+            max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character
+        h_out = torch.gather(h, 1, out_idx[..., None].expand(-1, -1, h.shape[-1]))
+        p = self.head(h_out)  # over (W, T)
+        params = _scatter_params(p, win.batch_index, win.char_index, (b, s, t))
+        gates = None
+        if return_gates and gate is not None:
+            g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
+            gates = g.new_zeros(b, s, t, g.shape[-1])
+            gates[win.batch_index, win.char_index] = g
+        return ModelOutput(params, style, gates)
+
+
+def _scatter_params(p: MixtureParams, bw, sw, shape) -> MixtureParams:
+    """Place per-window (W, T, ...) parameters into (B, S, T, ...); padding gets safe values."""
+
+    def put(x: torch.Tensor, fill: float) -> torch.Tensor:
+        out = x.new_full(shape + x.shape[2:], fill)
+        out[bw, sw] = x
+        return out
+
+    return MixtureParams(put(p.log_pi, 0.0), put(p.mu, 0.0), put(p.sigma, 1.0), put(p.rho, 0.0),
+                         put(p.pen_logits, 0.0))
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    """Trainable, frozen and total parameter counts."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    return {"trainable": trainable, "frozen": frozen, "total": trainable + frozen}

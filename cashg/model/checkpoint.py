@@ -1,0 +1,69 @@
+"""Self-describing model checkpoints (``torch.load(..., weights_only=True)`` compatible).
+
+Contents (plain dicts, lists, str, numbers and tensors only; no pickled objects):
+``format = "cashg-model"``, ``version``, ``model_config`` (the ModelConfig as a dict),
+``backbone_config`` (the text backbone's ``CanineConfig.to_dict()``, so the architecture is
+rebuilt without a download), ``state_dict`` (all weights, the frozen backbone included), and
+``extra`` (a dict for the training code: ``char_inventory`` (list of characters seen in
+training), optimizer/scheduler/RNG states, iteration, params ...). Training extends ``extra``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from cashg.config import ModelConfig
+from cashg.model.cashg_model import CASHG
+from cashg.params import build
+
+FORMAT = "cashg-model"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A file that is not a loadable CASHG checkpoint."""
+
+
+def save_model_checkpoint(path: str | Path, model: CASHG, model_config: ModelConfig,
+                          extra: dict | None = None) -> None:
+    """Write ``model`` with its configuration (and ``extra``) to ``path`` (folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backbone_config = json.loads(model.text.backbone.config.to_json_string(use_diff=False))
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model_config": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in dataclasses.asdict(model_config).items()},
+        "backbone_config": backbone_config,
+        "state_dict": model.state_dict(),
+        "extra": dict(extra or {}),
+    }
+    torch.save(payload, path)
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
+    """``(model, config, extra)`` from a checkpoint; the model is in eval mode."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(f"{path}: not a loadable checkpoint ({exc})") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a {FORMAT} checkpoint")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} != {VERSION}")
+    cfg = build(ModelConfig, payload["model_config"], f"{path}: model_config")
+    model = CASHG(cfg, backbone_config=payload["backbone_config"])
+    missing, unexpected = model.load_state_dict(payload["state_dict"], strict=False)
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: weights do not match the model (missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]})")
+    model.to(map_location).eval()
+    return model, cfg, payload.get("extra", {})

@@ -1,0 +1,285 @@
+"""Bi-SWT decoder: bigram-aware sliding-window Transformer decoder (paper Sec. 3.2, app. C.2).
+
+A window for character ``s`` is the token sequence ``[e~_{s-1}, y_{s-1,1:T'}, e~_s, y_{s,1:T-1}]``
+(only ``[e~_s, y_{s,1:T-1}]`` for the first character or when ``bi_swt`` is off): identity
+embeddings and embedded trajectory points ``(dx, dy, pen one-hot)``, plus a learned segment
+embedding (predecessor / current). Tokens are packed left to right (padding on the right), and
+the output at ``e~_s`` predicts point 1, the output at ``y_{s,t}`` predicts point ``t+1``.
+
+Each block (pre-LayerNorm): causal self-attention with key-padding masks and RoPE on queries and
+keys -> cross-attention to a style memory -> feed-forward. As in SDT, the first
+``writer_decoder_layers`` blocks attend to the writer-style memory, the next
+``glyph_decoder_layers`` blocks to the glyph-style memory. The final state ``h_sty`` is fused
+with the context memory of the token's character by the token-wise gate of Eq. 1:
+``g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) * h_sty + g * m_ctx``. With
+``gated_fusion`` off (ablation), ``h = h_sty`` (no context memory is used at all).
+
+Incremental decoding: :class:`KVCache` keeps the self-attention keys/values of every block in
+buffers preallocated to the longest window (written in place); cross-attention keys/values are
+computed once per memory (:meth:`BiSWTDecoder.memory_kv`). Positions are given explicitly, so
+cached steps see exactly the relative positions of the full window. A window's prefix goes
+through :meth:`BiSWTDecoder.forward` with the cache; every further token through
+:meth:`BiSWTDecoder.step`, an inference-only path for one token per window that runs the same
+float operations with as few kernel calls as possible (functional calls on the modules'
+weights, RoPE from precomputed tables, no causal mask: a single newest query sees every cached
+key), because at one token the step cost is dominated by per-call overhead, not arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cashg.config import ModelConfig
+from cashg.model.rope import RotaryEmbedding, rotate_full
+
+N_PEN = 4
+
+
+@dataclass
+class KVCache:
+    """Self-attention cache for W windows: per block k/v (W, h, cap, dh); valid (W, cap)."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    valid: torch.Tensor
+    length: int = 0  # physical slots filled so far
+
+    @property
+    def capacity(self) -> int:
+        return self.valid.shape[1]
+
+
+def _ln(mod: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, mod.normalized_shape, mod.weight, mod.bias, mod.eps)
+
+
+def _lin(mod: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, mod.weight, mod.bias)
+
+
+class SelfAttention(nn.Module):
+    """Causal multi-head self-attention with RoPE and an optional key/value cache."""
+
+    def __init__(self, d: int, heads: int, dropout: float, rope: RotaryEmbedding):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.rope = rope
+        self.dropout = dropout
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (W, n, D) new tokens
+        positions,  # (W, n) logical positions, or RoPE (cos, sin) for them
+        key_valid: torch.Tensor,  # (W, n) without cache, (W, cap) with cache
+        cache: tuple[torch.Tensor, torch.Tensor] | None = None,  # (W, h, cap, dh) each
+        start: int = 0,  # physical slot of the first new token (cache only)
+    ) -> torch.Tensor:
+        w, n, d = x.shape
+        q, k, v = self.qkv(x).view(w, n, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)  # (W,h,n,dh)
+        q, k = self.rope(q, positions), self.rope(k, positions)
+        if cache is not None:
+            ck, cv = cache
+            ck[:, :, start:start + n] = k
+            cv[:, :, start:start + n] = v
+            k, v = ck[:, :, :start + n], cv[:, :, :start + n]
+            key_valid = key_valid[:, :start + n]
+        m = k.shape[2]
+        q_idx = torch.arange(start, start + n, device=x.device)[:, None]
+        causal = torch.arange(m, device=x.device)[None, :] <= q_idx  # (n, m)
+        mask = causal[None, None] & key_valid[:, None, None, :]  # (W, 1, n, m)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.out(y.transpose(1, 2).reshape(w, n, d))
+
+    def step(
+        self,
+        x: torch.Tensor,  # (W, 1, D) one new token per window
+        rot: tuple[torch.Tensor, torch.Tensor],  # full-width (cos, sin), each (W, 1, 1, dh)
+        key_valid: torch.Tensor,  # (W, 1, 1, start + 1) bool
+        ck: torch.Tensor,  # (W, h, cap, dh) cached keys, written in place at slot ``start``
+        cv: torch.Tensor,  # (W, h, cap, dh) cached values
+        start: int,
+    ) -> torch.Tensor:
+        """Inference-only :meth:`forward` for one token with a cache (same numerics)."""
+        w, _, d = x.shape
+        qkv = _lin(self.qkv, x).view(w, 3, self.h, 1, self.dh).transpose(0, 1)  # (3,W,h,1,dh)
+        qk = rotate_full(qkv[:2], *rot)  # (2, W, h, 1, dh)
+        ck[:, :, start:start + 1] = qk[1]
+        cv[:, :, start:start + 1] = qkv[2]
+        y = F.scaled_dot_product_attention(qk[0], ck[:, :, :start + 1], cv[:, :, :start + 1],
+                                           attn_mask=key_valid)  # (W, h, 1, dh)
+        return _lin(self.out, y.reshape(w, 1, d))
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from window tokens to a style memory (keys/values precomputed)."""
+
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
+        self.dropout = dropout
+
+    def memory_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values (B, h, M, dh) of a memory (B, M, D)."""
+        b, m, _ = memory.shape
+        k, v = self.kv(memory).view(b, m, 2, self.h, self.dh).permute(2, 0, 3, 1, 4)
+        return k, v
+
+    def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        w, n, d = x.shape
+        q = self.q(x).view(w, n, self.h, self.dh).transpose(1, 2)
+        y = F.scaled_dot_product_attention(
+            q, kv[0], kv[1], dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.out(y.transpose(1, 2).reshape(w, n, d))
+
+    def step(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Inference-only :meth:`forward` for one token per window, x (W, 1, D)."""
+        w, _, d = x.shape
+        q = _lin(self.q, x).view(w, self.h, 1, self.dh)
+        y = F.scaled_dot_product_attention(q, kv[0], kv[1])  # (W, h, 1, dh)
+        return _lin(self.out, y.reshape(w, 1, d))
+
+
+class DecoderBlock(nn.Module):
+    """Pre-LN block: causal RoPE self-attention, cross-attention to one memory, feed-forward."""
+
+    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding, memory: str):
+        super().__init__()
+        d = cfg.d_model
+        self.memory = memory  # "writer" or "glyph"
+        self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.self_attn = SelfAttention(d, cfg.n_heads, cfg.dropout, rope)
+        self.cross_attn = CrossAttention(d, cfg.n_heads, cfg.dropout)
+        self.ffn = nn.Sequential(
+            nn.Linear(d, cfg.ffn_dim), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn_dim, d)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, positions, key_valid, kv, cache=None, start=0):
+        x = x + self.drop(self.self_attn(self.ln1(x), positions, key_valid, cache, start))
+        x = x + self.drop(self.cross_attn(self.ln2(x), kv))
+        return x + self.drop(self.ffn(self.ln3(x)))
+
+    def step(self, x, rot, key_valid, kv, ck, cv, start):
+        """Inference-only :meth:`forward` for one token per window (dropout is off)."""
+        x = x + self.self_attn.step(_ln(self.ln1, x), rot, key_valid, ck, cv, start)
+        x = x + self.cross_attn.step(_ln(self.ln2, x), kv)
+        up, act, _, down = self.ffn  # Linear, GELU, Dropout, Linear
+        h = F.gelu(_lin(up, _ln(self.ln3, x)), approximate=act.approximate)
+        return x + _lin(down, h)
+
+
+class GatedContextFusion(nn.Module):
+    """Eq. 1: g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) h_sty + g m_ctx."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.f_gate = nn.Linear(2 * d, d)
+
+    def forward(self, h_sty: torch.Tensor, m_ctx: torch.Tensor):
+        """(fused (..., D), gate (..., D) in (0, 1))."""
+        g = torch.sigmoid(self.f_gate(torch.cat([h_sty, m_ctx], dim=-1)))
+        return (1 - g) * h_sty + g * m_ctx, g
+
+
+class BiSWTDecoder(nn.Module):
+    """Token embedding, decoder blocks and the gated context fusion."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        if d % cfg.n_heads:
+            raise ValueError(f"d_model {d} is not divisible by n_heads {cfg.n_heads}")
+        self.point_xy = nn.Linear(2, d)
+        self.point_pen = nn.Embedding(N_PEN, d)
+        self.segment = nn.Embedding(2, d)  # 0 = predecessor tokens, 1 = current character
+        rope = RotaryEmbedding(d // cfg.n_heads, cfg.rope_base)
+        self.blocks = nn.ModuleList(
+            [DecoderBlock(cfg, rope, "writer") for _ in range(cfg.writer_decoder_layers)]
+            + [DecoderBlock(cfg, rope, "glyph") for _ in range(cfg.glyph_decoder_layers)]
+        )
+        self.ln_out = nn.LayerNorm(d)
+        self.fusion = GatedContextFusion(d) if cfg.gated_fusion else None
+        self.heads, self.dh = cfg.n_heads, d // cfg.n_heads
+        self.rope = rope
+
+    def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor) -> torch.Tensor:
+        """Trajectory tokens (..., D) from deltas (..., 2) and pen states (...) long."""
+        return self.point_xy(deltas) + self.point_pen(pen)
+
+    def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
+        """Per block cross-attention (k, v), each (B, h, M, dh); computed once per memory."""
+        mem = {"writer": writer_memory, "glyph": glyph_memory}
+        return [blk.cross_attn.memory_kv(mem[blk.memory]) for blk in self.blocks]
+
+    def new_cache(self, windows: int, capacity: int, like: torch.Tensor) -> KVCache:
+        shape = (windows, self.heads, capacity, self.dh)
+        n = len(self.blocks)
+        return KVCache(
+            k=[like.new_zeros(shape) for _ in range(n)],
+            v=[like.new_zeros(shape) for _ in range(n)],
+            valid=torch.zeros(windows, capacity, dtype=torch.bool, device=like.device),
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (W, n, D) window tokens (or new tokens with a cache)
+        positions: torch.Tensor,  # (W, n) long
+        token_valid: torch.Tensor,  # (W, n) bool
+        mem_kv: list,  # per block (k, v), each (W, h, M, dh)
+        m_ctx: torch.Tensor | None,  # (W, n, D) context memory of each token's character
+        cache: KVCache | None = None,
+    ):
+        """(h (W, n, D), gate (W, n, D) or None). With a cache, appends the n new tokens."""
+        start = 0
+        key_valid = token_valid
+        if cache is not None:
+            start = cache.length
+            if start + x.shape[1] > cache.capacity:
+                raise ValueError("KV cache capacity exceeded")
+            cache.valid[:, start:start + x.shape[1]] = token_valid
+            key_valid = cache.valid
+        rot = self.rope.angles(positions)  # shared by all blocks
+        for i, blk in enumerate(self.blocks):
+            layer_cache = (cache.k[i], cache.v[i]) if cache is not None else None
+            x = blk(x, rot, key_valid, mem_kv[i], layer_cache, start)
+        if cache is not None:
+            cache.length = start + x.shape[1]
+        h_sty = self.ln_out(x)
+        if self.fusion is None:
+            return h_sty, None
+        return self.fusion(h_sty, m_ctx)
+
+    def step(
+        self,
+        x: torch.Tensor,  # (W, 1, D) the newest token of every window
+        rot: tuple[torch.Tensor, torch.Tensor],  # (cos, sin) (W, 1, 1, dh) from step_tables
+        mem_kv: list,  # per block (k, v), each (W, h, M, dh)
+        m_ctx: torch.Tensor | None,  # (W, 1, D)
+        cache: KVCache,
+    ):
+        """Append one token to every cached window (inference only; same numerics as
+        :meth:`forward` with a cache and n = 1). Returns (h (W, 1, D), gate or None)."""
+        start = cache.length
+        if start >= cache.capacity:
+            raise ValueError("KV cache capacity exceeded")
+        cache.valid[:, start] = True
+        key_valid = cache.valid[:, None, None, :start + 1]  # (W, 1, 1, start + 1)
+        for i, blk in enumerate(self.blocks):
+            x = blk.step(x, rot, key_valid, mem_kv[i], cache.k[i], cache.v[i], start)
+        cache.length = start + 1
+        h_sty = _ln(self.ln_out, x)
+        if self.fusion is None:
+            return h_sty, None
+        return self.fusion(h_sty, m_ctx)

@@ -1,0 +1,67 @@
+"""Output head: a K-component bivariate Gaussian mixture over (dx, dy) and 4 pen-state logits.
+
+Parameterisation (paper Sec. 3.2 and appendix C.4): ``pi`` by softmax (kept as log-weights),
+``sigma = softplus(.) + eps``, ``rho = tanh(.)`` applied **once** and clamped to
+``+-(1 - 1e-5)`` (the authors' code applies tanh twice, which caps |rho| near 0.76).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+N_PEN = 4
+RHO_LIMIT = 1.0 - 1e-5
+
+
+@dataclass
+class MixtureParams:
+    """Mixture parameters for a batch of steps ``(...)``.
+
+    log_pi (..., K) normalised log mixture weights; mu (..., K, 2); sigma (..., K, 2) > 0;
+    rho (..., K) in [-(1-1e-5), 1-1e-5]; pen_logits (..., 4) for PM, PU, CURSIVE_EOC, EOC.
+    """
+
+    log_pi: torch.Tensor
+    mu: torch.Tensor
+    sigma: torch.Tensor
+    rho: torch.Tensor
+    pen_logits: torch.Tensor
+
+    def index(self, idx: object) -> MixtureParams:
+        """The same parameters restricted to the leading-dimension index ``idx``."""
+        return MixtureParams(
+            self.log_pi[idx], self.mu[idx], self.sigma[idx], self.rho[idx], self.pen_logits[idx]
+        )
+
+
+def mixture_from_raw(raw: torch.Tensor, n_mixtures: int, sigma_eps: float) -> MixtureParams:
+    """Split raw head outputs (..., 4 + 6K) into valid :class:`MixtureParams`."""
+    k = n_mixtures
+    if raw.shape[-1] != N_PEN + 6 * k:
+        raise ValueError(f"expected {N_PEN + 6 * k} raw outputs, got {raw.shape[-1]}")
+    pen_logits = raw[..., :N_PEN]
+    pi_logits, mx, my, sx, sy, r = raw[..., N_PEN:].split(k, dim=-1)
+    return MixtureParams(
+        log_pi=F.log_softmax(pi_logits, dim=-1),
+        mu=torch.stack([mx, my], dim=-1),
+        sigma=torch.stack([F.softplus(sx), F.softplus(sy)], dim=-1) + sigma_eps,
+        rho=torch.tanh(r).clamp(-RHO_LIMIT, RHO_LIMIT),
+        pen_logits=pen_logits,
+    )
+
+
+class GMMHead(nn.Module):
+    """``f_out``: decoder state (..., D) -> :class:`MixtureParams`."""
+
+    def __init__(self, d_model: int, n_mixtures: int = 20, sigma_eps: float = 1e-4):
+        super().__init__()
+        self.n_mixtures = n_mixtures
+        self.sigma_eps = sigma_eps
+        self.proj = nn.Linear(d_model, N_PEN + 6 * n_mixtures)
+
+    def forward(self, h: torch.Tensor) -> MixtureParams:
+        return mixture_from_raw(self.proj(h), self.n_mixtures, self.sigma_eps)

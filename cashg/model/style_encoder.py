@@ -1,0 +1,128 @@
+"""Style encoder (paper Sec. 3.3, appendix C; SDT-style, Dai et al. 2023).
+
+Reference glyph images (B, R, H, W), single channel, values in [0, 1] with background 0 and
+ink 1, go through a ResNet18 trunk (BasicBlocks [2, 2, 2, 2], single-channel stem) giving a
+small feature map per image (2 x 2 for 64 x 64 input), flattened into tokens. A shared
+Transformer encoder runs over all tokens of a sample; then two heads:
+
+- writer head: a Transformer encoder over ALL reference tokens of the sample -> writer-style
+  memory M_w (B, R*n, D) (global writer traits);
+- glyph head: a Transformer encoder over each reference's tokens alone -> glyph-style memory
+  M_g (B, R*n, D) (character-dependent variation).
+
+Projection heads give the embeddings of the two SupCon losses: one writer embedding per
+reference (mean of its writer-memory tokens) and two glyph "views" per reference (means of two
+disjoint random halves of its glyph-memory tokens, SDT's patch sampling), all L2-normalised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cashg.config import ModelConfig
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: two 3x3 convolutions with batch norm and a (projected) shortcut."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Identity()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+
+class ResNet18Trunk(nn.Module):
+    """ResNet18 without pooling/classifier for 1-channel input: (N, 1, H, W) -> (N, 8w, H/32, W/32)."""
+
+    def __init__(self, width: int = 64):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        )
+        layers, c_in = [], width
+        for i, stride in enumerate((1, 2, 2, 2)):
+            c_out = width * 2**i
+            layers += [BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1)]
+            c_in = c_out
+        self.layers = nn.Sequential(*layers)
+        self.out_channels = c_in
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(self.stem(x))
+
+
+@dataclass
+class StyleOutput:
+    """writer_memory / glyph_memory (B, R*n, D); writer_embed (B, R, P); glyph_embed (B, R, 2, P)."""
+
+    writer_memory: torch.Tensor
+    glyph_memory: torch.Tensor
+    writer_embed: torch.Tensor
+    glyph_embed: torch.Tensor
+
+
+def _encoder(cfg: ModelConfig, depth: int) -> nn.TransformerEncoder:
+    layer = nn.TransformerEncoderLayer(
+        cfg.d_model, cfg.n_heads, cfg.ffn_dim, cfg.dropout, batch_first=True, norm_first=True
+    )
+    return nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+
+
+def _projection(d: int, p: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, p))
+
+
+class StyleEncoder(nn.Module):
+    """Reference images (B, R, H, W) -> :class:`StyleOutput`."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cnn = ResNet18Trunk(cfg.style_cnn_width)
+        side = -(-cfg.style_image_size // 32)  # feature-map side after the /32 trunk
+        self.n_tokens = side * side
+        self.image_size = cfg.style_image_size
+        d = cfg.d_model
+        self.proj = nn.Linear(self.cnn.out_channels, d)
+        self.pos = nn.Parameter(torch.randn(self.n_tokens, d) * 0.02)
+        self.base = _encoder(cfg, cfg.style_layers)
+        self.writer_head = _encoder(cfg, cfg.style_head_layers)
+        self.glyph_head = _encoder(cfg, cfg.style_head_layers)
+        self.writer_proj = _projection(d, cfg.supcon_dim)
+        self.glyph_proj = _projection(d, cfg.supcon_dim)
+
+    def forward(self, images: torch.Tensor) -> StyleOutput:
+        b, r, h, w = images.shape
+        if (h, w) != (self.image_size, self.image_size):
+            raise ValueError(f"style images must be {self.image_size}x{self.image_size}, got {h}x{w}")
+        n, d = self.n_tokens, self.pos.shape[1]
+        feats = self.cnn(images.reshape(b * r, 1, h, w))  # (B*R, C, s, s)
+        tokens = self.proj(feats.flatten(2).transpose(1, 2)) + self.pos  # (B*R, n, D)
+        tokens = self.base(tokens.reshape(b, r * n, d))  # (B, R*n, D)
+        writer_memory = self.writer_head(tokens)  # (B, R*n, D)
+        glyph_memory = self.glyph_head(tokens.reshape(b * r, n, d)).reshape(b, r * n, d)
+        writer_embed = F.normalize(
+            self.writer_proj(writer_memory.reshape(b, r, n, d).mean(dim=2)), dim=-1
+        )  # (B, R, P)
+        perm = torch.randperm(n, device=images.device) if self.training else torch.arange(
+            n, device=images.device)
+        half = max(1, n // 2)
+        g = glyph_memory.reshape(b, r, n, d)
+        views = torch.stack([g[:, :, perm[:half]].mean(2), g[:, :, perm[-half:]].mean(2)], dim=2)
+        glyph_embed = F.normalize(self.glyph_proj(views), dim=-1)  # (B, R, 2, P)
+        return StyleOutput(writer_memory, glyph_memory, writer_embed, glyph_embed)

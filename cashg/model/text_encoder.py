@@ -1,0 +1,183 @@
+"""Character Context Encoder (paper Sec. 3.1, appendix C.1).
+
+Two outputs from one frozen character-level text backbone ``f_text`` (CANINE):
+
+- Character-Identity Embedding: each unique code point ``u`` of the batch is encoded ALONE
+  (``[CLS] u [SEP]``, so no context leaks in), mean-pooled over its tokens and projected
+  (``f_id``), then augmented as ``e~(u) = e(u) + alpha * P phi(u)``. ``phi`` is a learnable
+  table indexed by ``u mod code_table_size`` (a hash: code points that collide share a row;
+  with the default 8192 rows all of Latin, Greek and Cyrillic are collision-free, while CJK
+  code points share rows pairwise and stay separated by the CANINE part). ``alpha`` is kept
+  positive as ``softplus(raw)``, initialised to ``alpha_init``.
+- Context memory: the whole sentence is encoded, ``H = W_h f_text(u)``, passed through a light
+  Transformer encoder and a projection head ``f_ctx``: one vector per character.
+
+The backbone comes from ``CanineModel.from_pretrained`` (hub id or local directory). The value
+``"random-canine"`` builds a randomly initialised CANINE of configurable size instead; that
+choice is logged. A failing ``from_pretrained`` raises and names the offline option; nothing is
+substituted silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+from torch import nn
+from transformers import CanineConfig, CanineModel
+
+from cashg.config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+RANDOM_CANINE = "random-canine"
+CLS_CODEPOINT = 0xE000  # CANINE's [CLS] (private use area)
+SEP_CODEPOINT = 0xE001  # CANINE's [SEP]
+PAD_CODEPOINT = 0
+
+
+class TextBackboneError(RuntimeError):
+    """The text backbone could not be loaded."""
+
+
+def random_canine_config(cfg: ModelConfig) -> CanineConfig:
+    """A CANINE configuration of the sizes in ``cfg`` (canine-c's by default)."""
+    return CanineConfig(
+        hidden_size=cfg.canine_hidden,
+        num_hidden_layers=cfg.canine_layers,
+        num_attention_heads=cfg.canine_heads,
+        intermediate_size=cfg.canine_intermediate,
+        num_hash_buckets=cfg.canine_hash_buckets,
+    )
+
+
+def build_text_backbone(cfg: ModelConfig, backbone_config: dict | None = None) -> CanineModel:
+    """The CANINE backbone named by ``cfg.text_backbone``.
+
+    ``backbone_config`` (a ``CanineConfig.to_dict()``) builds that architecture with random
+    weights and no download; :func:`cashg.model.checkpoint.load_model` uses it, then loads the
+    checkpoint's weights.
+    """
+    if backbone_config is not None:
+        return CanineModel(CanineConfig.from_dict(backbone_config))
+    if cfg.text_backbone == RANDOM_CANINE:
+        log.warning(
+            "text backbone: building a RANDOMLY INITIALISED CANINE (hidden %d, %d layers, "
+            "%d heads, seed %d) because model.text_backbone is %r; this is the offline demo "
+            "setting, not the paper's pretrained google/canine-c",
+            cfg.canine_hidden, cfg.canine_layers, cfg.canine_heads, cfg.canine_seed, RANDOM_CANINE,
+        )
+        with torch.random.fork_rng(devices=[]):  # seeded, without touching the global RNG
+            torch.manual_seed(cfg.canine_seed)
+            return CanineModel(random_canine_config(cfg))
+    try:
+        model = CanineModel.from_pretrained(cfg.text_backbone)
+    except Exception as exc:  # any loader failure: report it with the offline alternative
+        raise TextBackboneError(
+            f"could not load the text backbone {cfg.text_backbone!r} with "
+            f"CanineModel.from_pretrained ({type(exc).__name__}: {exc}). Give a hub id that is "
+            f"reachable or cached, or a local directory holding the model; for an offline run "
+            f"without pretrained weights set model.text_backbone: {RANDOM_CANINE} in params.yaml "
+            f"(a randomly initialised CANINE of the model.canine_* sizes)."
+        ) from exc
+    log.info("text backbone: loaded %s with from_pretrained", cfg.text_backbone)
+    return model
+
+
+def _pad_to_multiple(ids: torch.Tensor, mask: torch.Tensor, multiple: int):
+    """Right-pad (N, L) ids/mask so L is a positive multiple of CANINE's downsampling rate."""
+    length = max(multiple, math.ceil(ids.shape[1] / multiple) * multiple)
+    extra = length - ids.shape[1]
+    if extra:
+        ids = nn.functional.pad(ids, (0, extra), value=PAD_CODEPOINT)
+        mask = nn.functional.pad(mask, (0, extra), value=False)
+    return ids, mask
+
+
+class CharacterContextEncoder(nn.Module):
+    """Identity embeddings ``e~(u)`` and context memory ``M_ctx`` for code point sequences."""
+
+    def __init__(self, cfg: ModelConfig, backbone_config: dict | None = None):
+        super().__init__()
+        self.backbone = build_text_backbone(cfg, backbone_config)
+        self.frozen = cfg.freeze_text_backbone
+        if self.frozen:
+            self.backbone.requires_grad_(False)
+            self.backbone.eval()
+        hb, d = self.backbone.config.hidden_size, cfg.d_model
+        self.rate = int(self.backbone.config.downsampling_rate)
+        self.f_id = nn.Sequential(nn.Linear(hb, d), nn.LayerNorm(d))
+        self.code_table_size = cfg.code_table_size
+        self.phi = nn.Embedding(cfg.code_table_size, cfg.code_dim)
+        self.P = nn.Linear(cfg.code_dim, d, bias=False)
+        self.alpha_raw = nn.Parameter(torch.tensor(math.log(math.expm1(cfg.alpha_init))))
+        self.W_h = nn.Linear(hb, d)
+        layer = nn.TransformerEncoderLayer(
+            d, cfg.n_heads, cfg.ffn_dim, cfg.dropout, batch_first=True, norm_first=True
+        )
+        self.ctx_encoder = nn.TransformerEncoder(layer, cfg.ctx_layers, enable_nested_tensor=False)
+        self.f_ctx = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+
+    def train(self, mode: bool = True) -> CharacterContextEncoder:
+        super().train(mode)
+        if self.frozen:
+            self.backbone.eval()  # a frozen backbone never runs dropout
+        return self
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The positive scale of the code embedding (alpha in R+)."""
+        return nn.functional.softplus(self.alpha_raw)
+
+    def _backbone(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """CANINE character-level states (N, L, Hb) for code points ids (N, L)."""
+        n_in = ids.shape[1]
+        ids, mask = _pad_to_multiple(ids, mask, self.rate)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            out = self.backbone(input_ids=ids, attention_mask=mask.long())
+        return out.last_hidden_state[:, :n_in]
+
+    def identity(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+        """Augmented identity embeddings (B, S, D); zeros where ``char_mask`` (B, S) is False.
+
+        Each unique code point of the batch is encoded once, alone (the per-batch cache).
+        """
+        b, s = codepoints.shape
+        d = self.P.out_features
+        out = codepoints.new_zeros((b, s, d), dtype=self.P.weight.dtype)
+        if not bool(char_mask.any()):
+            return out
+        unique, inverse = torch.unique(codepoints[char_mask], return_inverse=True)  # (U,)
+        u = unique.shape[0]
+        ids = torch.stack(
+            [torch.full_like(unique, CLS_CODEPOINT), unique, torch.full_like(unique, SEP_CODEPOINT)],
+            dim=1,
+        )  # (U, 3)
+        states = self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))  # (U, 3, Hb)
+        e_id = self.f_id(states.mean(dim=1))  # (U, D)
+        code = self.P(self.phi(unique % self.code_table_size))  # (U, D)
+        e_tilde = e_id + self.alpha * code
+        out[char_mask] = e_tilde[inverse].to(out.dtype)
+        assert e_tilde.shape == (u, d)
+        return out
+
+    def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+        """Context memory M_ctx (B, S, D), one vector per character of each sentence."""
+        b = codepoints.shape[0]
+        cls = torch.full((b, 1), CLS_CODEPOINT, dtype=codepoints.dtype, device=codepoints.device)
+        lengths = char_mask.sum(dim=1)  # (B,)
+        ids = torch.cat([cls, codepoints.masked_fill(~char_mask, PAD_CODEPOINT),
+                         torch.zeros_like(cls)], dim=1)  # (B, S + 2)
+        ids[torch.arange(b, device=ids.device), lengths + 1] = SEP_CODEPOINT
+        mask = torch.cat([torch.ones_like(cls, dtype=torch.bool), char_mask,
+                          torch.zeros_like(cls, dtype=torch.bool)], dim=1)
+        mask[torch.arange(b, device=ids.device), lengths + 1] = True
+        states = self._backbone(ids, mask)[:, 1:-1]  # (B, S, Hb): the characters' states
+        h = self.W_h(states)
+        h = self.ctx_encoder(h, src_key_padding_mask=~char_mask)
+        return self.f_ctx(h) * char_mask[..., None]
+
+    def forward(self, codepoints: torch.Tensor, char_mask: torch.Tensor):
+        """(identity (B, S, D), context memory (B, S, D))."""
+        return self.identity(codepoints, char_mask), self.context(codepoints, char_mask)

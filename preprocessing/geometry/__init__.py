@@ -1,0 +1,28 @@
+"""Pure geometry of preprocessing: deskew, arc-length resampling, weak RDP, height norm.
+
+Shapes are in the docstrings; hot loops are numba kernels (``cache=True``).
+"""
+
+from preprocessing.geometry.deskew import deskew, rotate, skew_angle_deg
+from preprocessing.geometry.normalize import normalize_height
+from preprocessing.geometry.rdp import rdp_indices, rdp_mask, weak_rdp_mask
+from preprocessing.geometry.resample import (
+    capped_spacing,
+    piece_lengths,
+    resample_pieces,
+    resample_polyline,
+)
+
+__all__ = [
+    "capped_spacing",
+    "deskew",
+    "normalize_height",
+    "piece_lengths",
+    "rdp_indices",
+    "rdp_mask",
+    "resample_pieces",
+    "resample_polyline",
+    "rotate",
+    "skew_angle_deg",
+    "weak_rdp_mask",
+]

@@ -1,0 +1,391 @@
+"""Per-record preprocessing: :class:`InkRecord` -> :class:`cashg.ink.InkSentence` (paper app. B).
+
+Order (DESIGN.md section 5): segmentation review on the recorded indices (index-level, so it
+commutes with the affine steps; see :mod:`preprocessing.segmentation_review`) -> deskew ->
+point-density harmonisation (arc-length resampling per piece, per-character point cap, weak
+RDP) -> height normalisation (bbox height exactly 1.0) -> pen states -> space pseudo-points.
+Resampling spacing and RDP epsilon are in units of the deskewed sentence height, so they mean
+the same before and after normalisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cashg.ink import InkSentence, make_sentence
+from preprocessing.config import DatasetConfig, PreprocessConfig
+from preprocessing.geometry import (
+    capped_spacing,
+    deskew,
+    normalize_height,
+    piece_lengths,
+    resample_pieces,
+    weak_rdp_mask,
+)
+from preprocessing.pen_states import (
+    insert_spaces,
+    label_pen_states,
+    piece_successor_owner,
+    time_pieces,
+)
+from preprocessing.records import InkRecord
+from preprocessing.segmentation_review import ReviewSettings, review_segmentation
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """Everything :func:`preprocess_record` needs for one dataset (see :func:`settings_for`)."""
+
+    dataset_key: str
+    deskew: bool = True
+    deskew_min_deg: float = 2.0
+    deskew_max_deg: float = 45.0
+    resample: bool = True
+    resample_spacing: float = 0.04
+    max_points_per_char: int = 100
+    rdp: bool = True
+    rdp_epsilon: float = 0.006
+    rdp_min_points: int = 10
+    rdp_max_halvings: int = 5
+    rdp_max_removed_fraction: float = 0.5
+    review: ReviewSettings = ReviewSettings()
+    space_points: bool = True
+
+
+def settings_for(key: str, dataset: DatasetConfig, cfg: PreprocessConfig) -> RecordSettings:
+    """Resolve the per-dataset settings from the ``preprocess`` and ``datasets.<key>`` params."""
+    deskew_on = cfg.deskew.datasets.get(key, dataset.format in cfg.deskew.formats)
+    if dataset.language not in cfg.max_points_per_char:
+        raise ValueError(f"params.yaml preprocess.max_points_per_char: no entry for language"
+                         f" {dataset.language!r} (dataset {key!r})")
+    return RecordSettings(
+        dataset_key=key,
+        deskew=bool(deskew_on),
+        deskew_min_deg=cfg.deskew.min_deg,
+        deskew_max_deg=cfg.deskew.max_deg,
+        resample=cfg.resample,
+        resample_spacing=cfg.resample_spacing,
+        max_points_per_char=int(cfg.max_points_per_char[dataset.language]),
+        rdp=cfg.rdp.enabled,
+        rdp_epsilon=cfg.rdp.epsilon,
+        rdp_min_points=cfg.rdp.min_points,
+        rdp_max_halvings=cfg.rdp.max_halvings,
+        rdp_max_removed_fraction=cfg.rdp.max_removed_fraction,
+        review=ReviewSettings(
+            strict=dataset.language in cfg.review.strict_languages,
+            boundary_tolerance=cfg.review.boundary_tolerance,
+            max_unowned_fraction=cfg.review.max_unowned_fraction,
+        ),
+        space_points=cfg.space_points,
+    )
+
+
+@dataclass
+class RecordResult:
+    """Outcome of one record: the sentence (None when dropped), review rows, statistics.
+
+    ``trace`` (only with ``trace=True``): intermediate (N, 2) arrays for figures:
+    ``raw``, ``deskewed``, ``resampled``, ``simplified`` (all in character order after the
+    review, pre-normalisation units) and the piece offsets of the last three.
+    """
+
+    sentence: InkSentence | None
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    trace: dict | None = None
+
+
+def _sentence_id(sample_id: str) -> str:
+    return sample_id.replace("/", "_")
+
+
+def preprocess_record(record: InkRecord, s: RecordSettings, trace: bool = False) -> RecordResult:
+    """Run the whole per-sentence pipeline on one record (pure; deterministic)."""
+    review = review_segmentation(record, s.review)
+    if review.dropped is not None:
+        return RecordResult(None, review.rows)
+    rows = list(review.rows)
+    keep = review.keep
+    xy = record.points[keep].astype(np.float64)  # (N, 2) time order
+    owner = review.owner[keep]  # (N,)
+    stroke = record.stroke_index[keep]
+    n_raw = len(xy)
+
+    angle = 0.0
+    if s.deskew:
+        xy, angle = deskew(xy, s.deskew_min_deg, s.deskew_max_deg)
+    height = float(xy[:, 1].max() - xy[:, 1].min())
+    if not height > 0.0:
+        return RecordResult(None, [("dropped", "zero_height", f"height {height}")])
+
+    # pieces in time order, then reordered to character order (stable: time order inside)
+    t_offs = time_pieces(stroke, owner)
+    t_owner = owner[t_offs[:-1]]
+    t_next = piece_successor_owner(t_owner, stroke[t_offs[:-1]])
+    order = np.argsort(t_owner, kind="stable")
+    p_owner = t_owner[order]
+    p_next = t_next[order]
+    sizes = np.diff(t_offs)[order]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    take = np.concatenate([np.arange(t_offs[p], t_offs[p + 1]) for p in order])
+    pts = np.ascontiguousarray(xy[take])  # (N, 2) character order
+    n_chars = len(record.text)
+    char_piece_offsets = np.searchsorted(p_owner, np.arange(n_chars + 1)).astype(np.int64)
+    tr: dict | None = {"raw": record.points[keep][take], "deskewed": pts.copy(),
+                       "offsets_deskewed": offs.copy(), "piece_owner": p_owner.copy(),
+                       "height": height} if trace else None
+
+    n_capped = 0
+    if s.resample:
+        spacing = np.full(len(p_owner), s.resample_spacing * height)
+        lengths = piece_lengths(pts, offs)
+        n_in = np.diff(offs)
+        for c in range(n_chars):
+            a, b = char_piece_offsets[c], char_piece_offsets[c + 1]
+            if a == b:
+                continue
+            sp = capped_spacing(n_in[a:b], lengths[a:b], float(spacing[a]),
+                                s.max_points_per_char)
+            if sp != spacing[a]:
+                spacing[a:b] = sp
+                n_capped += 1
+        pts, offs = resample_pieces(pts, offs, spacing)
+    n_resampled = len(pts)
+    if tr is not None:
+        tr["resampled"], tr["offsets_resampled"] = pts.copy(), offs.copy()
+
+    n_rdp_chars = 0
+    if s.rdp:
+        mask, eps_used = weak_rdp_mask(pts, offs, char_piece_offsets, s.rdp_epsilon * height,
+                                       s.rdp_min_points, s.rdp_max_halvings,
+                                       s.rdp_max_removed_fraction)
+        n_rdp_chars = int((eps_used > 0).sum())
+        kept_per_piece = np.add.reduceat(mask.astype(np.int64), offs[:-1]) if len(offs) > 1 \
+            else np.zeros(0, np.int64)
+        pts = pts[mask]
+        offs = np.concatenate([[0], np.cumsum(kept_per_piece)]).astype(np.int64)
+    if tr is not None:
+        tr["simplified"], tr["offsets_simplified"] = pts.copy(), offs.copy()
+
+    pts, _, _ = normalize_height(pts)
+    pen = label_pen_states(offs, p_owner, p_next, record.text)
+    char_index = np.repeat(p_owner, np.diff(offs))
+    n_nonspace = len(pts)
+    if s.space_points:
+        pts, pen, char_index = insert_spaces(pts, pen, char_index, record.text)
+
+    attrs: dict[str, object] = {"dataset": s.dataset_key, "source_id": record.sample_id,
+                                "deskew_deg": float(angle)}
+    if record.meta.get("form_id"):
+        attrs["form_id"] = record.meta["form_id"]
+    if record.source:
+        attrs["source_file"] = record.source
+    sentence = make_sentence(_sentence_id(record.sample_id), record.writer_id, record.text,
+                             pts, pen, char_index, **attrs)
+    counts = np.bincount(char_index, minlength=n_chars)  # space counts are ignored below
+    nonspace = np.array([not ch.isspace() for ch in record.text], dtype=bool)
+    stats = {
+        "points_raw": n_raw,
+        "points_resampled": n_resampled,
+        "points_final": n_nonspace,
+        "points_per_char": counts[nonspace],
+        "deskew_deg": float(angle),
+        "chars_capped": n_capped,
+        "chars_rdp": n_rdp_chars,
+        "chars": int(nonspace.sum()),
+    }
+    if tr is not None:
+        tr["final"] = sentence
+    return RecordResult(sentence, rows, stats, tr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole record stores (the ``preprocess`` stage)
+# ---------------------------------------------------------------------------------------------
+
+_WORKER: dict = {}
+
+
+class _BatchReader:
+    """Reads ranges of records from a ``cashg-records`` store in one slice per dataset.
+
+    :class:`~preprocessing.record_store.RecordStore` reads record by record; with its 64 Ki
+    element gzip chunks that decompresses whole chunks per record, which dominates the stage's
+    run time. This reader follows the documented store layout and slices a batch at once.
+    """
+
+    def __init__(self, path: str):
+        import json
+
+        import h5py
+
+        from preprocessing.record_store import SCHEMA, SCHEMA_VERSION
+
+        self._json = json
+        self.f = h5py.File(path, "r")
+        if self.f.attrs.get("schema") != SCHEMA or \
+                int(self.f.attrs.get("schema_version", -1)) != SCHEMA_VERSION:
+            raise ValueError(f"{path}: not a {SCHEMA} v{SCHEMA_VERSION} file")
+        self.point_offsets = self.f["point_offsets"][:]
+        self.char_offsets = self.f["char_offsets"][:]
+        self.record_char_offsets = self.f["record_char_offsets"][:]
+        self.segmented = self.f["segmented"][:]
+        self.has_time = self.f["has_time"][:]
+
+    def __len__(self) -> int:
+        return len(self.segmented)
+
+    def read(self, a: int, b: int) -> list[InkRecord]:
+        """Records ``a..b-1``."""
+        f, po = self.f, self.point_offsets
+        p0, p1 = int(po[a]), int(po[b])
+        pts = f["points"][p0:p1]
+        stroke = f["stroke_index"][p0:p1]
+        time = f["time"][p0:p1]
+        c0, c1 = int(self.record_char_offsets[a]), int(self.record_char_offsets[b])
+        k0, k1 = int(self.char_offsets[c0]), int(self.char_offsets[c1])
+        flat = f["char_points"][k0:k1]
+        strings = {n: f[n].asstr()[a:b] for n in
+                   ("dataset", "writer_id", "sample_id", "text", "source", "meta_json")}
+        out = []
+        for i in range(a, b):
+            x0, x1 = int(po[i]) - p0, int(po[i + 1]) - p0
+            chars = None
+            if self.segmented[i]:
+                ca, cb = int(self.record_char_offsets[i]), int(self.record_char_offsets[i + 1])
+                offs = self.char_offsets[ca:cb + 1] - k0
+                chars = tuple(flat[o:e] for o, e in zip(offs[:-1], offs[1:]))
+            j = i - a
+            out.append(InkRecord(
+                dataset=strings["dataset"][j], writer_id=strings["writer_id"][j],
+                sample_id=strings["sample_id"][j], text=strings["text"][j],
+                points=pts[x0:x1], stroke_index=stroke[x0:x1],
+                time=time[x0:x1] if self.has_time[i] else None, char_points=chars,
+                source=strings["source"][j], meta=self._json.loads(strings["meta_json"][j])))
+        return out
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _init_worker(records_path: str, settings: RecordSettings) -> None:
+    _WORKER["store"] = _BatchReader(records_path)
+    _WORKER["settings"] = settings
+
+
+def _run_range(bounds: tuple[int, int]) -> list[tuple[tuple[str, str], RecordResult]]:
+    store, settings = _WORKER["store"], _WORKER["settings"]
+    out = []
+    for record in store.read(*bounds):
+        # the record itself is not sent back: only the ids the report needs
+        out.append(((record.source, record.sample_id), preprocess_record(record, settings)))
+    return out
+
+
+def iter_preprocessed(records_path: str, settings: RecordSettings, workers: int = 1,
+                      progress: bool = True, batch: int = 256):
+    """Yield ``((source, sample_id), RecordResult)`` for every record of a store, in order.
+
+    ``workers > 1`` uses a process pool over batches of records; output order (and so the
+    written file) does not depend on the number of workers.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm import tqdm
+
+    reader = _BatchReader(str(records_path))
+    n = len(reader)
+    reader.close()
+    ranges = [(a, min(a + batch, n)) for a in range(0, n, batch)]
+    bar = tqdm(total=n, desc=f"preprocess {settings.dataset_key}", unit="line",
+               disable=not progress, dynamic_ncols=True)
+    try:
+        if workers <= 1 or len(ranges) <= 1:
+            _init_worker(str(records_path), settings)
+            try:
+                for r in ranges:
+                    for item in _run_range(r):
+                        yield item
+                        bar.update()
+            finally:
+                _WORKER.pop("store").close()
+            return
+        # spawn: workers are direct children (their CPU time and peak RSS show up in
+        # getrusage(RUSAGE_CHILDREN)); forkserver would hide them behind the server process
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(str(records_path), settings)) as pool:
+            for chunk in pool.map(_run_range, ranges):
+                for item in chunk:
+                    yield item
+                    bar.update()
+    finally:
+        bar.close()
+
+
+def _quantiles(values: np.ndarray) -> dict:
+    if not len(values):
+        return {"count": 0}
+    q = np.percentile(values, [5, 50, 95])
+    return {"count": int(len(values)), "mean": round(float(values.mean()), 3),
+            "p5": float(q[0]), "median": float(q[1]), "p95": float(q[2]),
+            "max": int(values.max()), "min": int(values.min())}
+
+
+def preprocess_store(records_path, out_path, settings: RecordSettings, report,
+                     workers: int = 1, progress: bool = True) -> tuple[dict, dict]:
+    """Preprocess every record of ``records_path`` into the cashg-ink file ``out_path``.
+
+    Rows go to ``report`` (a :class:`~preprocessing.review.ReviewReport`, whose seen/kept
+    counts are updated). Returns the statistics for ``summary.json`` and the record indices
+    picked for the figures (``deskew``: the largest applied angle; ``resample_rdp``: the median
+    point reduction).
+    """
+    from cashg.ink import write_ink
+
+    per_char: list[np.ndarray] = []
+    totals = {"points_raw": 0, "points_resampled": 0, "points_final": 0, "chars": 0,
+              "chars_capped": 0, "chars_rdp": 0}
+    angles: list[tuple[float, int]] = []  # (deskew angle, record index)
+    reductions: list[tuple[float, int]] = []  # (point reduction, record index)
+
+    def sentences():
+        for i, ((source, sample), result) in enumerate(
+                iter_preprocessed(str(records_path), settings, workers, progress)):
+            report.seen += 1
+            for action, reason, detail in result.rows:
+                report.add(source, sample, action, reason, detail)
+            if result.sentence is None:
+                continue
+            report.kept += 1
+            st = result.stats
+            per_char.append(st["points_per_char"])
+            for k in totals:
+                totals[k] += int(st[k])
+            angles.append((st["deskew_deg"], i))
+            if st["chars"] >= 3:
+                reductions.append((1.0 - st["points_final"] / max(st["points_raw"], 1), i))
+            yield result.sentence
+
+    write_ink(out_path, sentences(), dataset=settings.dataset_key)
+    report.check()
+    ppc = np.concatenate(per_char) if per_char else np.zeros(0, np.int64)
+    applied = np.array([a for a, _ in angles if a != 0.0])
+    picks = {}
+    if angles:
+        picks["deskew"] = max(angles, key=lambda t: (abs(t[0]), -t[1]))[1]
+    if reductions:
+        reductions.sort()
+        picks["resample_rdp"] = reductions[len(reductions) // 2][1]
+    stats = {
+        **totals,
+        "point_reduction": round(1.0 - totals["points_final"] / max(totals["points_raw"], 1), 4),
+        "points_per_char": _quantiles(ppc),
+        "deskew": {"enabled": settings.deskew, "applied": int(len(applied)),
+                   "mean_abs_deg": round(float(np.abs(applied).mean()), 3) if len(applied)
+                   else 0.0},
+    }
+    return stats, picks

@@ -1,0 +1,112 @@
+"""Stage ``parse``: raw dataset files -> ``records.h5`` + ``review.csv`` + ``summary.json``.
+
+    python -m preprocessing.stages.parse --dataset KEY --out results/parse/KEY \
+        [--params params.yaml] [--workers N]
+
+Reads ``datasets.KEY`` and ``parse`` from the params file, parses with the format's parser
+(:mod:`preprocessing.parsers.registry`), and writes into ``--out`` (created):
+
+- ``records.h5``: the kept records (:mod:`preprocessing.record_store`), in a deterministic
+  order that does not depend on ``--workers``;
+- ``review.csv``: one row per rejected / fixed / warned item with its reason;
+- ``summary.json``: seen / kept / rejected by reason, writers, lines, characters, points,
+  segmented lines and the cursive-boundary rate.
+
+Exit status 2 when the dataset root does not exist, 1 when no usable record remains or the
+counts do not reconcile (both with a message naming the dataset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from cashg.params import load_section
+from preprocessing.config import DatasetConfig, ParseConfig
+from preprocessing.record_store import write_records
+from preprocessing.records import InkRecord
+from preprocessing.review import ReviewReport
+from preprocessing.summary import cursive_boundaries
+
+
+def record_statistics(records: Sequence[InkRecord]) -> dict:
+    """Counts over parsed records; the cursive-boundary rate is None when nothing is segmented.
+
+    A boundary between two adjacent non-space characters is cursive when the last point of the
+    first and the first point of the second lie in the same stroke.
+    """
+    cursive = boundaries = 0
+    for r in records:
+        c, t = cursive_boundaries(r)
+        cursive += c
+        boundaries += t
+    return {
+        "writers": len({r.writer_id for r in records}),
+        "lines": len(records),
+        "segmented_lines": sum(r.segmented for r in records),
+        "characters": sum(len(r.text) for r in records),
+        "strokes": sum(r.n_strokes for r in records),
+        "points": sum(r.n_points for r in records),
+        "cursive_boundaries": boundaries,
+        "cursive_boundary_rate": cursive / boundaries if boundaries else None,
+    }
+
+
+def run_parse(
+    key: str, cfg: DatasetConfig, options: ParseConfig, out: Path, workers: int,
+) -> tuple[ReviewReport, dict]:
+    """Parse one dataset and write the three outputs; returns the report and the summary."""
+    from preprocessing.parsers.registry import parse
+
+    report = ReviewReport(stage="parse", dataset=key)
+    records = parse(cfg, report, workers=workers, options=options)
+    report.check()
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"dataset": key, "format": cfg.format, "root": cfg.root,
+               **report.summary(), **record_statistics(records)}
+    report.write(out / "review.csv")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if records:
+        write_records(out / "records.h5", records)
+    return report, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True, help="dataset key under datasets: in params")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="process pool size (a runtime knob, not a param; default 2)")
+    args = parser.parse_args(argv)
+
+    datasets = load_section("datasets", args.params)
+    options: ParseConfig = load_section("parse", args.params)
+    if args.dataset not in datasets:
+        parser.error(f"{args.params}: no dataset {args.dataset!r} under datasets"
+                     f" (have: {', '.join(sorted(datasets))})")
+    cfg = datasets[args.dataset]
+    if not Path(cfg.root).exists():
+        print(f"parse: dataset {args.dataset!r}: root {cfg.root!r} does not exist"
+              f" (set datasets.{args.dataset}.root in {args.params})", file=sys.stderr)
+        return 2
+    workers = args.workers
+    try:
+        report, summary = run_parse(args.dataset, cfg, options, args.out, max(1, workers))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"parse: dataset {args.dataset!r}: {exc}", file=sys.stderr)
+        return 1
+    print(report.summary_line())
+    if summary["kept"] == 0:
+        print(f"parse: dataset {args.dataset!r}: no usable record (see {args.out}/review.csv)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""End to end: cashg evaluate on tiny ink files made in tmp_path."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from cashg.evaluation.cli import add_arguments, run
+from cashg.evaluation.evaluate import EvaluationOptions, evaluate, evaluate_files
+from cashg.evaluation.perturb import perturb_sentences
+from cashg.ink import InkFormatError, make_sentence, write_ink
+from cashg.metrics.boundaries import segmentation_errors
+
+PM, PU, CE, EOC = 0, 1, 2, 3
+KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std"]
+
+
+def _sentence(sid, writer, text, seed, overlap=False):
+    """A synthetic line: each letter a small zig-zag, cursive joins inside words."""
+    rng = np.random.default_rng(seed)
+    xy, pen, ci = [], [], []
+    x = 0.0
+    for s, ch in enumerate(text):
+        if ch == " ":
+            xy += [[x, 0.5], [x + 0.3, 0.5]]
+            pen += [PM, PU]
+            ci += [s, s]
+            x += 0.4
+            continue
+        k = 6
+        xs = x + np.linspace(0, 0.3, k)
+        ys = 0.5 + 0.4 * np.sin(np.linspace(0, 3, k) + rng.random())
+        nxt = text[s + 1] if s + 1 < len(text) else " "
+        last = CE if (nxt != " " and rng.random() < 0.5) else EOC
+        xy += np.stack([xs, ys], 1).tolist()
+        pen += [PM] * (k - 1) + [last]
+        ci += [s] * k
+        x += 0.25 if overlap else 0.35 + 0.05 * rng.random()
+    return make_sentence(sid, writer, text, np.array(xy) * 100, np.array(pen), np.array(ci))
+
+
+def _corpus():
+    texts = ["ab cd", "hello  world", "xyz", "a b", "cat dog"]
+    return [_sentence(f"s{i}", f"w{i % 2}", t, i) for i, t in enumerate(texts)]
+
+
+def test_self_scores_are_perfect():
+    gt = {s.sentence_id: s for s in _corpus()}
+    r = evaluate(gt, dict(gt), EvaluationOptions(protocol="merged"))
+    assert list(r.metrics) == KEYS
+    assert r.metrics["DTW_raw"] == 0.0 and r.metrics["DTW_norm"] == 0.0
+    assert r.metrics["DTW_std"] == 0.0
+    for key in ("F1_cursive", "CRE", "KGS", "SSS"):
+        assert r.metrics[key] == pytest.approx(1.0, abs=1e-5), key
+
+
+def test_overlapping_gt_keeps_penalty_against_itself():
+    s = _sentence("o", "w", "abc", 1, overlap=True)
+    r = evaluate({"o": s}, {"o": s}, EvaluationOptions())
+    assert r.metrics["KGS"] == pytest.approx(0.5)
+    assert r.metrics["SSS"] is None  # no space run: missing, not zero
+
+
+def test_perturbed_scores_worse_and_deterministic():
+    corpus = _corpus()
+    gt = {s.sentence_id: s for s in corpus}
+    a = perturb_sentences(corpus, 0, 0.01, 0.5, 0.2)
+    b = perturb_sentences(corpus, 0, 0.01, 0.5, 0.2)
+    assert all(np.array_equal(x.points, y.points) for x, y in zip(a, b))
+    r = evaluate(gt, {s.sentence_id: s for s in a}, EvaluationOptions())
+    assert r.metrics["DTW_norm"] > 0
+    assert r.metrics["SSS"] < 1 and r.metrics["F1_cursive"] < 1
+
+
+def test_missing_sentences_are_reported(tmp_path, capsys):
+    corpus = _corpus()
+    write_ink(tmp_path / "gt.h5", corpus)
+    write_ink(tmp_path / "pred.h5", corpus[1:] + [_sentence("extra", "w9", "zz", 9)])
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = tmp_path / "out"
+    args = parser.parse_args(["--gt", str(tmp_path / "gt.h5"), "--pred", str(tmp_path / "pred.h5"),
+                              "--out", str(out), "--protocol", "dsd", "--no-progress",
+                              "--params", str(tmp_path / "none.yaml")])
+    assert run(args) == 0
+    err = capsys.readouterr().err
+    assert "s0" in err and "extra" in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics) == KEYS
+    missing = (out / "missing.csv").read_text()
+    assert "s0,pred" in missing and "extra,gt" in missing
+    for name in ("sentences.csv", "writers.csv", "units.csv", "table.md", "samples.png",
+                 "distributions.png", "details.json"):
+        assert (out / name).is_file(), name
+    table = (out / "table.md").read_text()
+    assert "F1_Cursive" in table and "Std." in table
+
+
+def test_malformed_file_names_sentence(tmp_path, capsys):
+    write_ink(tmp_path / "gt.h5", _corpus())
+    write_ink(tmp_path / "pred.h5", _corpus())
+    with h5py.File(tmp_path / "pred.h5", "a") as f:
+        del f["sentences/s2/char_index"]
+        f["sentences/s2"].create_dataset("char_index", data=np.zeros(3, np.int32))
+    with pytest.raises(InkFormatError, match=r"'s2'.*char_index"):
+        evaluate_files(tmp_path / "gt.h5", tmp_path / "pred.h5", EvaluationOptions(),
+                       progress=False)
+
+
+def test_protocols():
+    corpus = _corpus()
+    gt = {s.sentence_id: s for s in corpus}
+    pred = {s.sentence_id: s for s in perturb_sentences(corpus, 1, 0.01, 0.3, 0.1)}
+    olhwg = evaluate(gt, pred, EvaluationOptions(protocol="olhwg")).metrics
+    assert olhwg["F1_cursive"] is None and olhwg["SSS"] is None and olhwg["CRE"] is None
+    assert olhwg["KGS"] is not None and olhwg["DTW_norm"] is not None
+    glyph = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph"))
+    n_glyphs = sum(sum(c != " " for c in s.text) for s in corpus)
+    assert len(glyph.units) == n_glyphs and glyph.metrics["KGS"] is None
+    assert glyph.metrics["DTW_norm"] > 0
+    for variant in ("sdt", "olhwg"):
+        v = evaluate(gt, pred, EvaluationOptions(dtw_variant=variant)).metrics
+        assert v["DTW_raw"] > 0
+
+
+def test_deepwriting_excludes_symmetrically():
+    corpus = _corpus()
+    gt = {s.sentence_id: s for s in corpus}
+    bad = corpus[1]
+    ci = bad.char_index.copy()
+    ci[ci == 1] = 0  # 'e' owns no points
+    ci[ci == 2] = 0  # 'l'
+    ci[ci == 3] = 0  # 'l'
+    broken = make_sentence(bad.sentence_id, bad.writer_id, bad.text, bad.xy, bad.pen, ci)
+    assert len(segmentation_errors(broken.text, broken.char_index)) == 3
+    pred = dict(gt, s1=broken)
+    r = evaluate(gt, pred, EvaluationOptions(protocol="deepwriting"))
+    assert r.excluded["sentence_id"].tolist() == ["s1"]
+    r2 = evaluate(pred, gt, EvaluationOptions(protocol="deepwriting"))  # GT side broken
+    assert r2.excluded["sentence_id"].tolist() == ["s1"]
+    r3 = evaluate(gt, pred, EvaluationOptions(protocol="merged"))
+    assert r3.excluded.empty and "s1" in r3.sentences["sentence_id"].tolist()
+
+
+def test_infer_cursive_option():
+    corpus = _corpus()
+    gt = {s.sentence_id: s for s in corpus}
+    stripped = {k: make_sentence(s.sentence_id, s.writer_id, s.text, s.xy,
+                                 np.where(s.pen == CE, EOC, s.pen), s.char_index)
+                for k, s in gt.items()}
+    plain = evaluate(gt, stripped, EvaluationOptions()).metrics
+    inferred = evaluate(gt, stripped, EvaluationOptions(infer_cursive=True)).metrics
+    # letters are 0.05 height units apart: nothing closer than tau, so no positives inferred
+    assert plain["F1_cursive"] == pytest.approx(inferred["F1_cursive"])
+    assert plain["F1_cursive"] < 0.01

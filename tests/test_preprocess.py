@@ -1,0 +1,272 @@
+"""Segmentation review, pen states, spaces, the per-record pipeline and the preprocess stage."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from cashg.ink import read_ink
+from preprocessing.pen_states import insert_spaces, label_pen_states
+from preprocessing.preprocess import RecordSettings, preprocess_record
+from preprocessing.record_store import write_records
+from preprocessing.records import CURSIVE_EOC, EOC, PM, PU, record_from_strokes
+from preprocessing.segmentation_review import ReviewSettings, review_segmentation
+
+
+def _line(n: int, x0: float, y0: float = 0.0, dx: float = 1.0, wave: float = 3.0) -> np.ndarray:
+    x = x0 + dx * np.arange(n)
+    return np.column_stack([x, y0 + wave * np.sin(np.arange(n) / 2.0)])
+
+
+def _rec(strokes, char_points, text, **kw):
+    return record_from_strokes(dataset="t", writer_id="w1", sample_id=kw.pop("sid", "s1"),
+                               text=text, strokes=strokes, char_points=char_points, **kw)
+
+
+def _review(rec, strict=False, **kw):
+    return review_segmentation(rec, ReviewSettings(strict=strict, **kw))
+
+
+# --------------------------------------------------------------------------- review rules
+
+def test_unsegmented_and_empty_dropped():
+    rec = _rec([_line(5, 0)], None, "a")
+    assert _review(rec).dropped == "unsegmented"
+    rec = _rec([_line(5, 0)], [np.arange(5), []], "ab")
+    assert _review(rec).dropped == "empty_char"
+
+
+def test_bad_index_and_duplicate():
+    assert _review(_rec([_line(5, 0)], [np.array([0, 9])], "a")).dropped == "bad_index"
+    r = _review(_rec([_line(5, 0)], [np.array([0, 1, 1, 2, 3, 4])], "a"))
+    assert r.dropped is None and [x[1] for x in r.rows] == ["duplicate_index"]
+
+
+def test_overlap_fixed_first_owner_wins():
+    rec = _rec([_line(10, 0)], [np.arange(0, 6), np.arange(5, 10)], "ab")
+    r = _review(rec)
+    assert r.dropped is None and ("fixed", "overlap") == r.rows[0][:2]
+    np.testing.assert_array_equal(r.owner, [0] * 6 + [1] * 4)
+    # an owner whose only points are shared gets them
+    rec = _rec([_line(10, 0)], [np.arange(0, 10), np.array([9])], "ab")
+    np.testing.assert_array_equal(_review(rec).owner, [0] * 9 + [1])
+
+
+def test_unowned_points_attached_and_strokes_dropped():
+    strokes = [_line(10, 0), _line(2, 20), _line(10, 30)]
+    # points 3..4 of stroke 0 unowned (attached to char 0), stroke 1 unowned (dropped)
+    rec = _rec(strokes, [np.r_[0:3, 5:10], np.arange(12, 22)], "ab")
+    r = _review(rec)
+    assert r.dropped is None
+    assert {x[1] for x in r.rows} == {"unowned_attached", "unowned_stroke"}
+    np.testing.assert_array_equal(r.owner[:10], 0)
+    np.testing.assert_array_equal(r.owner[10:12], -1)
+    # too much unowned ink drops the sentence
+    rec = _rec(strokes, [np.arange(0, 5), np.arange(12, 22)], "ab")
+    assert _review(rec, max_unowned_fraction=0.1).dropped == "unowned_ink"
+
+
+def test_out_of_order_interleaved_non_adjacent():
+    strokes = [_line(5, 0), _line(5, 10)]
+    assert _review(_rec(strokes, [np.arange(5, 10), np.arange(0, 5)], "ab")).dropped \
+        == "out_of_order"
+    one = [_line(9, 0)]
+    assert _review(_rec(one, [np.r_[0:3, 6:9], np.arange(3, 6)], "ab")).dropped == "interleaved"
+    assert _review(_rec(one, [np.arange(0, 5), np.array([], int), np.arange(5, 9)], "abc")
+                   ).dropped == "empty_char"
+    # a stroke running from 'a' into 'c' (skipping 'b') is a cut between non-neighbours
+    strokes = [_line(8, 0), _line(3, 20)]
+    rec = _rec(strokes, [np.arange(0, 4), np.arange(8, 11), np.arange(4, 8)], "abc")
+    assert _review(rec).dropped == "non_adjacent_cut"
+    # ... but a pen-down join across a space to the next word is allowed
+    rec = _rec([_line(8, 0)], [np.arange(0, 4), [], np.arange(4, 8)], "a b")
+    assert _review(rec).dropped is None
+
+
+def test_space_ink_becomes_unowned():
+    rec = _rec([_line(6, 0), _line(6, 10)], [np.arange(0, 6), np.array([6]), np.arange(7, 12)],
+               "a b")
+    r = _review(rec)
+    assert r.dropped is None and "space_ink" in [x[1] for x in r.rows]
+    assert r.owner[6] == 2  # attached to the next owned point of its stroke
+
+
+def test_chinese_duration_sum_and_boundary_tolerance():
+    strokes = [_line(10, 0), _line(10, 20)]
+    ok = _rec(strokes, [np.arange(0, 10), np.arange(10, 20)], "中文")
+    assert _review(ok, strict=True).dropped is None and _review(ok, strict=True).rows == []
+    short = _rec(strokes, [np.arange(0, 10), np.arange(10, 19)], "中文")
+    assert _review(short, strict=True).dropped == "duration_sum"
+    # boundary 2 points before the end of stroke 0: within +-3 -> snapped to the stroke end
+    near = _rec(strokes, [np.arange(0, 8), np.arange(8, 20)], "中文")
+    r = _review(near, strict=True)
+    assert r.dropped is None and r.rows[0][1] == "boundary_snapped"
+    np.testing.assert_array_equal(r.owner, [0] * 10 + [1] * 10)
+    far = _rec(strokes, [np.arange(0, 5), np.arange(5, 20)], "中文")
+    assert _review(far, strict=True).dropped == "boundary_off_stroke_end"
+    # English keeps a mid-stroke boundary (a cursive join)
+    assert _review(far, strict=False).dropped is None
+
+
+# --------------------------------------------------------------------------- pen states
+
+def _check_pen_invariants(s, joins: set[int]):
+    pen, ci, text = s.pen, s.char_index, s.text
+    assert (np.diff(ci) >= 0).all(), "character order"
+    for c in range(len(text)):
+        idx = np.flatnonzero(ci == c)
+        if not len(idx):
+            continue
+        if len(idx) > 1:
+            assert pen[idx[0]] == PM
+        assert pen[idx[-1]] in (CURSIVE_EOC, EOC)
+        assert not np.isin(pen[idx[:-1]], (CURSIVE_EOC, EOC)).any()
+        assert (pen[idx[-1]] == CURSIVE_EOC) == (c in joins), c
+
+
+def test_label_pen_states_unit():
+    # pieces: a0 | a1 (a's second stroke, joined pen-down into b) | b | space-free text "ab"
+    offs = np.array([0, 3, 6, 9])
+    pen = label_pen_states(offs, np.array([0, 0, 1]), np.array([-1, 1, -1]), "ab")
+    np.testing.assert_array_equal(pen, [PM, PM, PU, PM, PM, CURSIVE_EOC, PM, PM, EOC])
+    # next character is a space: never cursive
+    pen = label_pen_states(np.array([0, 2, 4]), np.array([0, 2]), np.array([2, -1]), "a b")
+    assert pen[1] == EOC
+
+
+def test_pipeline_pen_states_and_spaces():
+    # "ab cd": a joined to b in one stroke; c has two strokes, then d separate; a delayed
+    # mark of 'a' written last (after b) -> 'a' ends with EOC although a->b is pen-down
+    s0 = _line(30, 0)  # a (0..14) joined into b (15..29)
+    s1 = _line(15, 60)  # c first stroke
+    s2 = _line(15, 80)  # c second stroke, joined into d? no: separate
+    s3 = _line(15, 100)  # d
+    rec = _rec([s0, s1, s2, s3], [np.arange(0, 15), np.arange(15, 30), [], np.arange(30, 60),
+                                  np.arange(60, 75)], "ab cd")
+    res = preprocess_record(rec, RecordSettings("t", deskew=False))
+    s = res.sentence
+    _check_pen_invariants(s, joins={0})
+    # space: exactly two points PM, EOC between R_b and L_c, inside the bbox
+    sp = np.flatnonzero(s.char_index == 2)
+    assert len(sp) == 2 and s.pen[sp].tolist() == [PM, EOC]
+    b = s.xy[s.char_index == 1]
+    c = s.xy[s.char_index == 3]
+    np.testing.assert_allclose(s.xy[sp, 0], [b[:, 0].max(), c[:, 0].min()], rtol=1e-6)
+    assert s.pen[np.flatnonzero(s.char_index == 1)[-1]] == EOC
+    # c's interior stroke end is PU
+    cp = s.pen[s.char_index == 3]
+    assert (cp == PU).sum() == 1
+    assert s.xy[:, 1].min() == 0.0 and s.xy[:, 1].max() == 1.0
+
+    delayed = _rec([s0, s3[:5]], [np.r_[0:15, 30:35], np.arange(15, 30)], "ab")
+    s = preprocess_record(delayed, RecordSettings("t", deskew=False)).sentence
+    _check_pen_invariants(s, joins=set())
+    a = s.pen[s.char_index == 0]
+    assert (a == PU).sum() == 1  # body -> jump to the mark
+
+
+def test_insert_spaces_runs_and_edges():
+    xy = np.array([[0.0, 0], [1, 1], [5, 0], [6, 1]])
+    pen = np.array([PM, EOC, PM, EOC], np.int8)
+    ci = np.array([1, 1, 4, 4])
+    out_xy, out_pen, out_ci = insert_spaces(xy, pen, ci, " a  b ")
+    np.testing.assert_array_equal(out_ci, [1, 1, 2, 2, 3, 3, 4, 4])  # edge spaces own none
+    np.testing.assert_allclose(out_xy[2:6, 0], [1, 3, 3, 5])
+    np.testing.assert_allclose(out_xy[2:6, 1], 0.5)
+
+
+# --------------------------------------------------------------------------- pipeline + stage
+
+def _records(n: int = 6):
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(n):
+        strokes, chars, k = [], [], 0
+        text = "ab cd"
+        for c, ch in enumerate(text):
+            if ch == " ":
+                chars.append(np.array([], int))
+                continue
+            m = int(rng.integers(20, 60))
+            st = _line(m, 30 * c, y0=0.2 * c * (i % 3), dx=0.5) + rng.normal(scale=0.2, size=(m, 2))
+            strokes.append(st)
+            chars.append(np.arange(k, k + m))
+            k += m
+        out.append(_rec(strokes, chars, text, sid=f"l{i}", meta={"form_id": "a01-000"}))
+    out.append(_rec([_line(5, 0)], None, "a", sid="unseg"))
+    return out
+
+
+def test_stage_end_to_end_and_deterministic(tmp_path):
+    from preprocessing.stages.preprocess import main
+
+    write_records(tmp_path / "records.h5", _records())
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets:\n  iam:\n    format: iam_ondb\n    root: x\n")
+    outs = []
+    for run, workers in (("a", 1), ("b", 2)):
+        out = tmp_path / run
+        assert main(["--dataset", "iam", "--records", str(tmp_path / "records.h5"), "--out",
+                     str(out), "--params", str(params), "--no-progress",
+                     "--workers", str(workers)]) == 0
+        outs.append(out)
+    summary = json.loads((outs[0] / "summary.json").read_text())
+    assert summary["seen"] == 7 and summary["kept"] == 6
+    assert summary["rejected_by_reason"] == {"unsegmented": 1}
+    assert "unsegmented" in (outs[0] / "review.csv").read_text()
+    assert (outs[0] / "deskew_example.png").stat().st_size > 0
+    assert (outs[0] / "resample_rdp_example.png").stat().st_size > 0
+    ink = read_ink(outs[0] / "sentences.h5")
+    s = ink["l0"]
+    assert s.attrs["dataset"] == "iam" and s.attrs["form_id"] == "a01-000"
+    assert s.attrs["source_id"] == "l0" and "deskew_deg" in s.attrs
+    for sent in ink.values():
+        assert sent.xy[:, 1].max() == 1.0 and sent.xy[:, 1].min() == 0.0
+        _check_pen_invariants(sent, joins=set())
+    # identical content for 1 and 2 workers, and identical bytes
+    b = (outs[0] / "sentences.h5").read_bytes()
+    assert b == (outs[1] / "sentences.h5").read_bytes()
+    with h5py.File(outs[1] / "sentences.h5") as f:
+        assert sorted(f["sentences"]) == sorted(ink)
+
+
+def test_points_per_char_cap():
+    long = _rec([_line(2000, 0, dx=0.3)], [np.arange(2000)], "a")
+    s = preprocess_record(long, RecordSettings("t", deskew=False, max_points_per_char=100,
+                                               rdp=False)).sentence
+    assert len(s.points) <= 100
+
+
+def test_deskew_applied_to_skewed_record():
+    base = np.column_stack([np.linspace(0, 100, 200), np.sin(np.linspace(0, 40, 200))])
+    ang = np.radians(8)
+    rot = base @ np.array([[np.cos(ang), np.sin(ang)], [-np.sin(ang), np.cos(ang)]])
+    rec = _rec([rot], [np.arange(200)], "a")
+    res = preprocess_record(rec, RecordSettings("t"))
+    assert res.sentence.attrs["deskew_deg"] == pytest.approx(8, abs=0.5)
+    assert preprocess_record(rec, RecordSettings("t", deskew=False)).sentence.attrs[
+        "deskew_deg"] == 0.0
+
+
+def test_batch_reader_matches_record_store(tmp_path):
+    from preprocessing.preprocess import _BatchReader
+    from preprocessing.record_store import read_records
+
+    recs = _records(5)
+    write_records(tmp_path / "r.h5", recs)
+    expect = read_records(tmp_path / "r.h5")
+    reader = _BatchReader(str(tmp_path / "r.h5"))
+    got = reader.read(0, 3) + reader.read(3, len(reader))
+    reader.close()
+    assert len(got) == len(expect)
+    for a, b in zip(got, expect):
+        assert (a.sample_id, a.text, a.meta, a.source) == (b.sample_id, b.text, b.meta, b.source)
+        np.testing.assert_array_equal(a.points, b.points)
+        np.testing.assert_array_equal(a.stroke_index, b.stroke_index)
+        assert (a.char_points is None) == (b.char_points is None)
+        if a.char_points is not None:
+            for x, y in zip(a.char_points, b.char_points):
+                np.testing.assert_array_equal(x, y)
