@@ -17,13 +17,29 @@ from cashg.ink import InkSentence
 PU, EOC = 1, 3
 
 
-def strokes(points: np.ndarray) -> list[np.ndarray]:
-    """Split (N, 3) ``[x, y, pen]`` into strokes of (n, 2) xy."""
+def strokes(points: np.ndarray, ink: np.ndarray | None = None) -> list[np.ndarray]:
+    """Split (N, 3) ``[x, y, pen]`` into pen-down strokes of (n, 2) xy.
+
+    The pen lifts after PU and EOC points. ``ink`` ``(N,)`` bool marks the points that are
+    drawn; the others (space pseudo-points) are left out and also break the stroke.
+    """
     if not len(points):
         return []
-    lift = np.isin(points[:, 2].astype(np.int64), (PU, EOC))
+    ink = np.ones(len(points), bool) if ink is None else np.asarray(ink, bool)
+    lift = np.isin(points[:, 2].astype(np.int64), (PU, EOC)) | ~ink
     cuts = np.flatnonzero(lift[:-1]) + 1
-    return [s[:, :2] for s in np.split(points, cuts)]
+    return [p[k][:, :2] for p, k in zip(np.split(points, cuts), np.split(ink, cuts)) if k.any()]
+
+
+def ink_mask(sentence: InkSentence) -> np.ndarray:
+    """``(N,)`` bool: True for points of non-space characters (space points are not ink)."""
+    is_space = np.array([c.isspace() for c in sentence.text] or [False], bool)
+    return ~is_space[sentence.char_index] if len(sentence.char_index) else np.zeros(0, bool)
+
+
+def sentence_strokes(sentence: InkSentence) -> list[np.ndarray]:
+    """The drawn strokes of a sentence: split at pen lifts, space pseudo-points left out."""
+    return strokes(sentence.points, ink_mask(sentence))
 
 
 def _bounds(sentences: list[InkSentence], margin: float):
@@ -40,7 +56,7 @@ def render_svg(sentences: list[InkSentence], path: str | Path, line_height: floa
         lo, size = _bounds([s], 0.1)
         width = max(width, float(size[0]))
         parts.append(f'<g><title>{escape(s.text)}</title>')
-        for st in strokes(s.points):
+        for st in sentence_strokes(s):
             pts = " ".join(f"{x - lo[0]:.4f},{y - lo[1] + y_off:.4f}" for x, y in st)
             if len(st) == 1:
                 x, y = st[0]
@@ -70,7 +86,7 @@ def render_png(sentences: list[InkSentence], path: str | Path, dpi: int = 100,
     fig, axes = plt.subplots(n, 1, squeeze=False, figsize=(
         max(2.0, max(widths) * px_per_unit / dpi), max(1.0, 1.4 * px_per_unit / dpi) * n))
     for ax, s in zip(axes[:, 0], sentences):
-        for st in strokes(s.points):
+        for st in sentence_strokes(s):
             ax.plot(st[:, 0], st[:, 1], "-k", lw=1.5, solid_capstyle="round")
         ax.set_aspect("equal")
         ax.invert_yaxis()  # data are y-down
@@ -91,7 +107,7 @@ def render_inkml(sentences: list[InkSentence], path: str | Path) -> None:
         out.append(f'<traceGroup xml:id="{escape(s.sentence_id)}">')
         out.append(f'<annotation type="truth">{escape(s.text)}</annotation>')
         out.append(f'<annotation type="writer">{escape(s.writer_id)}</annotation>')
-        for st in strokes(s.points):
+        for st in sentence_strokes(s):
             coords = ", ".join(f"{x:.5f} {y:.5f}" for x, y in st)
             out.append(f'<trace xml:id="t{tid}">{coords}</trace>')
             tid += 1

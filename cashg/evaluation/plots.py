@@ -12,8 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cashg.ink import InkSentence  # noqa: E402
+from cashg.ink import InkSentence
 from cashg.metrics.normalize import normalize_height  # noqa: E402
+from cashg.render import ink_mask, strokes  # noqa: E402
 from preprocessing.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
 
 __all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
@@ -26,14 +27,12 @@ _META = {"Software": None}  # no version string: same inputs give the same bytes
 def _draw(ax: plt.Axes, s: InkSentence, title: str) -> None:
     xy = normalize_height(s.xy)  # (N, 2)
     pen = s.pen
-    lifts = np.flatnonzero(np.isin(pen, (PU, EOC)))
-    start = 0
-    for end in list(lifts) + [len(xy) - 1]:
-        if end >= start:
-            ax.plot(xy[start:end + 1, 0], xy[start:end + 1, 1], "-", color="black", lw=0.8)
-        start = end + 1
+    ink = ink_mask(s)
+    for stroke in strokes(np.column_stack([xy, pen]), ink):
+        ax.plot(stroke[:, 0], stroke[:, 1], "-", color="black", lw=0.8)
     ci = s.char_index
     last = np.flatnonzero(np.r_[ci[1:] != ci[:-1], True]) if len(ci) else np.zeros(0, int)
+    last = last[ink[last]]  # boundaries of written characters only
     for code, colour in PEN_COLOURS.items():
         sel = last[pen[last] == code]
         if len(sel):

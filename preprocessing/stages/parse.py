@@ -19,8 +19,8 @@ counts do not reconcile (both with a message naming the dataset).
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
