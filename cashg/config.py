@@ -149,6 +149,7 @@ class TrainConfig:
     supcon_temperature: float = 0.07
     # data
     style_refs: int = 15  # reference images per sample (sampled with replacement if fewer)
+    sentence_max_chars: int = 0  # > 0: crop sentence windows to whole words (demo CPU budget)
     val_writers: int = 0  # train writers held out for validation when there is no validation split
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100

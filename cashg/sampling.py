@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from cashg.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
-from cashg.model.gmm_head import MixtureParams
+from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 
 CURSIVE_EOC, EOC = 2, 3
-_NO_END = torch.tensor([0.0, 0.0, -math.inf, -math.inf])  # added to the pen logits
+NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
 
 
 @dataclass(frozen=True)
@@ -68,34 +70,51 @@ class SampleResult:
         return np.cumsum(self.deltas[i].astype(np.float64), axis=0)
 
 
-def choose_points(p: MixtureParams, opts: SamplingOptions, gen: torch.Generator | None,
-                  allow_end: bool = True):
-    """(deltas (W, 2), pen (W,)) from mixture parameters over W rows. With ``allow_end``
-    False the end-of-character states get probability 0 (see ``min_char_points``)."""
-    pen_logits = p.pen_logits if allow_end else p.pen_logits + _NO_END.to(p.pen_logits)
+def chosen_component(raw: torch.Tensor, k: torch.Tensor, head: GMMHead):
+    """(mu (W, 2), sigma (W, 2), rho (W,)) of component ``k`` (W, 1) of each row, from raw head
+    outputs (W, 4 + 6K) in the layout of :func:`~cashg.model.gmm_head.mixture_from_raw` and with
+    its transforms, applied to the chosen component only (a step needs no more)."""
+    w = raw.shape[0]
+    comp = raw[:, N_PEN:].view(w, 6, head.n_mixtures).gather(2, k[:, None].expand(w, 6, 1))
+    comp = comp[..., 0]  # (W, 6): pi, mu_x, mu_y, sigma_x, sigma_y, rho (raw)
+    sigma = F.softplus(comp[:, 3:5]) + head.sigma_eps
+    rho = torch.tanh(comp[:, 5]).clamp(-RHO_LIMIT, RHO_LIMIT)
+    return comp[:, 1:3], sigma, rho
+
+
+def choose_points(raw: torch.Tensor, head: GMMHead, opts: SamplingOptions,
+                  gen: torch.Generator | None, pen_bias: torch.Tensor | None = None):
+    """(deltas (W, 2), pen (W,)) from raw head outputs (W, 4 + 6K). ``pen_bias`` (4,) is added
+    to the pen logits (``NO_END`` gives the end-of-character states probability 0).
+
+    The mixture weights are used as logits (``softmax(log_pi * c) == softmax(pi_logits * c)``);
+    categorical draws by Gumbel-max; only the chosen component is transformed."""
+    n_mix = head.n_mixtures
+    pen_logits = raw[:, :N_PEN]
+    if pen_bias is not None:
+        pen_logits = pen_logits + pen_bias
+    pi_logits = raw[:, N_PEN:N_PEN + n_mix]  # (W, K)
     if opts.greedy:
-        k = p.log_pi.argmax(-1, keepdim=True)  # (W, 1)
-        mu = p.mu.gather(1, k[..., None].expand(-1, -1, 2))[:, 0]
+        k = pi_logits.argmax(-1, keepdim=True)  # (W, 1)
+        mu = raw[:, N_PEN + n_mix:].view(-1, 5, n_mix)[:, :2].gather(
+            2, k[:, None].expand(-1, 2, 1))[..., 0]  # (W, 2) mean of the most probable component
         return mu, pen_logits.argmax(-1)
-    n_mix = p.log_pi.shape[-1]
-    u = torch.rand(p.log_pi.shape[0], n_mix + 4, generator=gen, device=p.log_pi.device,
-                   dtype=p.log_pi.dtype)  # (W, K + 4)
+    u = torch.rand(raw.shape[0], n_mix + N_PEN, generator=gen, device=raw.device,
+                   dtype=raw.dtype)  # (W, K + 4)
     gumbel = u.log_().neg_().log_().neg_()  # Gumbel-max: argmax(logits + g) ~ softmax(logits)
     sharp = (1 + opts.bias) / opts.temperature
-    k = ((p.log_pi * sharp if sharp != 1.0 else p.log_pi) + gumbel[:, :n_mix]).argmax(
+    k = ((pi_logits * sharp if sharp != 1.0 else pi_logits) + gumbel[:, :n_mix]).argmax(
         -1, keepdim=True)  # (W, 1)
     pen_t = pen_logits / opts.temperature if opts.temperature != 1.0 else pen_logits
     pen = (pen_t + gumbel[:, n_mix:]).argmax(-1)  # (W,)
-    k2 = k[..., None].expand(-1, -1, 2)
-    mu, sig = p.mu.gather(1, k2)[:, 0], p.sigma.gather(1, k2)[:, 0]  # (W, 2) each
-    rho = p.rho.gather(1, k)[:, 0]  # (W,)
+    mu, sig, rho = chosen_component(raw, k, head)
     scale = math.exp(-opts.bias) * math.sqrt(opts.temperature)
     if scale != 1.0:
         sig = sig * scale
-    z = torch.randn(k.shape[0], 2, generator=gen, device=mu.device, dtype=mu.dtype)
-    dx = mu[:, 0] + sig[:, 0] * z[:, 0]
-    dy = mu[:, 1] + sig[:, 1] * (rho * z[:, 0] + torch.sqrt(1 - rho**2) * z[:, 1])
-    return torch.stack([dx, dy], -1), pen
+    z = torch.randn(raw.shape[0], 2, generator=gen, device=raw.device, dtype=raw.dtype)
+    z0 = z[:, 0]
+    corr = torch.addcmul(rho * z0, torch.sqrt(1 - rho * rho), z[:, 1])  # rho z0 + sqrt(1-rho^2) z1
+    return torch.addcmul(mu, sig, torch.stack([z0, corr], -1)), pen  # mu + sigma * (z0, corr)
 
 
 def _window(model, e_prev, prev_tok, prev_len, e_cur, cur_tok, n_cur, has_prev):
@@ -139,9 +158,18 @@ def sample(
     style_images: torch.Tensor,  # (B, R, H, W)
     opts: SamplingOptions = SamplingOptions(),
 ) -> SampleResult:
-    """Generate every sentence of the batch; see the module docstring."""
+    """Generate every sentence of the batch; see the module docstring. The model runs in eval
+    mode (its previous mode is restored afterwards)."""
     _check(opts)
+    was_training = model.training
     model.eval()
+    try:
+        return _sample(model, codepoints, char_mask, style_images, opts)
+    finally:
+        model.train(was_training)
+
+
+def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleResult:
     dev = codepoints.device
     dec = model.decoder
     gen = torch.Generator(device=dev).manual_seed(opts.seed)
@@ -154,10 +182,13 @@ def sample(
     rows = torch.arange(b, device=dev)
     m = opts.max_char_points
     seg_cur = dec.segment.weight[1]  # (D,)
+    no_end = identity.new_tensor(NO_END)  # (4,)
+    head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     cache = steps = None
     if opts.use_cache:  # allocated once: the longest window is 1 + m + 1 + (m - 1) tokens
         cache = dec.new_cache(b, (1 + m if model.cfg.bi_swt else 0) + m, identity)
         cos_tab, sin_tab = dec.rope.step_tables(cache.capacity)  # (cap, dh) each
+        weights = dec.step_weights()
         steps = torch.arange(1, m, device=dev)  # (m - 1,) step t sits at position n_prev + t
     prev_d = identity.new_zeros(b, 1, 2)
     prev_pen = torch.zeros(b, 1, dtype=torch.long, device=dev)
@@ -187,15 +218,15 @@ def sample(
         for t in range(m):
             if opts.use_cache and t > 0:
                 h, _ = dec.step(cur_tok[:, t - 1:t], (rot_cos[t - 1], rot_sin[t - 1]), mem_kv,
-                                m_ctx, cache)
+                                m_ctx, cache, weights)
                 h_last = h[:, 0]
             elif not opts.use_cache:
                 tokens, pos, valid, n_prev = _window(model, e_prev, prev_tok, prev_len, e_cur,
                                                      cur_tok, t, has_prev)
                 h, _ = dec(tokens, pos, valid, mem_kv, m_ctx.expand(-1, tokens.shape[1], -1))
                 h_last = h[rows, n_prev + t]
-            delta, pen = choose_points(model.head(h_last), opts, gen,
-                                       allow_end=t + 1 >= opts.min_char_points)
+            delta, pen = choose_points(head_proj(h_last), model.head, opts, gen,
+                                       None if t + 1 >= opts.min_char_points else no_end)
             if t == m - 1:
                 truncated += int((~done & (pen < CURSIVE_EOC)).sum())
                 pen = torch.where(pen < CURSIVE_EOC, EOC, pen)
@@ -210,7 +241,12 @@ def sample(
         n_gen = torch.where(active, ends.to(torch.uint8).argmax(1) + 1, 0)  # first end + 1
         per_char.append((cur_d[:, :t + 1].cpu(), cur_pen[:, :t + 1].cpu(), n_gen.cpu()))
         t_prev = max(1, int(n_gen.max()))
-        prev_d, prev_pen, prev_len = cur_d[:, :t_prev], cur_pen[:, :t_prev], n_gen
+        # the predecessor of the next character; zeros after each row's end (what a row wrote
+        # after its end is masked anyway, zeros keep it harmless)
+        keep = torch.arange(t_prev, device=dev) < n_gen[:, None]  # (B, Tp)
+        prev_d = torch.where(keep[..., None], cur_d[:, :t_prev], 0.0)
+        prev_pen = torch.where(keep, cur_pen[:, :t_prev], 0)
+        prev_len = n_gen
     return _collect(per_char, b, truncated)
 
 

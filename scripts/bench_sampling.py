@@ -2,14 +2,24 @@
 
 CPU: 35-character sentences, same model, same seed, cached vs uncached; asserts identical
 outputs (pen states and character indices equal, points within 1e-5) and prints medians of
-``--repeats`` runs. With ``--device cuda``: batched throughput (points per second) too.
+``--repeats`` runs (wall clock and process CPU time: the CPU may be shared) for each setting:
 
-    python scripts/bench_sampling.py [--sizes demo mid] [--batch 1] [--repeats 3]
+- ``fixed N``: every character gets exactly N points (``min_char_points = max_char_points =
+  N``: end-of-character states are suppressed until the N-th point), so both modes do identical
+  work at a realistic window length. N defaults to the median points per character of the
+  preprocessed data (``results/preprocess/*/sentences.h5``; 50 when there is none), plus 50.
+- ``early stop, max M``: the model's own end-of-character states with a cap of M points (the
+  original setting of this benchmark; the random model's head is biased towards continuing).
+
+With ``--device cuda``: batched throughput (points per second) too.
+
+    python scripts/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import statistics
 import time
 from functools import partial
@@ -17,12 +27,14 @@ from functools import partial
 import numpy as np
 import torch
 
+from cashg.ink import InkFile
 from cashg.model import CASHG, count_parameters
 from cashg.model.presets import MID
 from cashg.params import load_section
 from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"  # 35 characters
+FALLBACK_POINTS = 50
 
 
 def _model(size: str, device: str) -> CASHG:
@@ -34,61 +46,98 @@ def _model(size: str, device: str) -> CASHG:
     return m
 
 
+def median_points_per_char(pattern: str = "results/preprocess/*/sentences.h5") -> tuple[int, str]:
+    """(median number of points of the characters that have points, where it came from)."""
+    counts = []
+    paths = sorted(glob.glob(pattern))
+    for path in paths:
+        with InkFile(path) as f:
+            for s in f:
+                c = np.bincount(s.char_index[s.char_index >= 0])
+                counts.append(c[c > 0])
+    if not counts:
+        return FALLBACK_POINTS, f"no {pattern}: assumed"
+    c = np.concatenate(counts)
+    return int(np.median(c)), f"median of {len(c)} characters in {', '.join(paths)}"
+
+
 def _time(fn, repeats: int, device: str):
-    times, out = [], None
+    """(median wall s, median CPU s, last output)."""
+    walls, cpus, out = [], [], None
     for _ in range(repeats):
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus), out
+
+
+def _compare(model, batch: int, opts: SamplingOptions, repeats: int, device: str, label: str):
+    cps, mask = encode_texts([TEXT] * batch, device)
+    imgs = torch.rand(batch, 15, 64, 64, generator=torch.Generator().manual_seed(0)).to(device)
+    res = {}
+    for use_cache in (True, False):
+        o = SamplingOptions(**{**opts.__dict__, "use_cache": use_cache})
+        res[use_cache] = _time(partial(sample, model, cps, mask, imgs, o), repeats, device)
+    (w_c, c_c, a), (w_u, c_u, b) = res[True], res[False]
+    for i in range(batch):
+        assert np.array_equal(a.pen[i], b.pen[i]) and np.array_equal(a.char_index[i],
+                                                                       b.char_index[i])
+        assert np.allclose(a.deltas[i], b.deltas[i], atol=1e-5, rtol=0)
+    n = sum(len(x) for x in a.deltas)
+    print(f"  {label:24s} batch={batch} points={n} ({n / (35 * batch):.1f}/char) | "
+          f"cached {w_c:.3f}s wall {c_c:.3f}s cpu = {n / w_c:,.0f} pts/s | "
+          f"uncached {w_u:.3f}s wall {c_u:.3f}s cpu = {n / w_u:,.0f} pts/s | "
+          f"speed-up {w_u / w_c:.1f}x wall, {c_u / c_c:.1f}x cpu", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", nargs="+", default=["demo", "mid"], choices=["demo", "mid"])
+    ap.add_argument("--sizes", nargs="+", default=["demo"], choices=["demo", "mid"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--max-char-points", type=int, default=20)
+    ap.add_argument("--fixed-points", nargs="*", type=int, default=None,
+                    help="points per character of the fixed settings (default: data median, 50)")
+    ap.add_argument("--early-stop-max", nargs="*", type=int, default=[20])
+    ap.add_argument("--greedy", action="store_true")
     ap.add_argument("--throughput-batches", nargs="+", type=int, default=[1, 16, 64, 256])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     assert len(TEXT) == 35
-    print(f"device={args.device} threads={args.threads} torch={torch.__version__}")
+    fixed = args.fixed_points
+    if fixed is None:
+        med, where = median_points_per_char()
+        print(f"points per character: {med} ({where})")
+        fixed = sorted({med, FALLBACK_POINTS})
+    settings = [(f"fixed {n} pts/char", dict(max_char_points=n, min_char_points=n))
+                for n in fixed]
+    settings += [(f"early stop, max {n}", dict(max_char_points=n)) for n in args.early_stop_max]
+    print(f"device={args.device} threads={args.threads} torch={torch.__version__} "
+          f"repeats={args.repeats} (medians) greedy={args.greedy}")
     for size in args.sizes:
         model = _model(size, args.device)
-        cps, mask = encode_texts([TEXT] * args.batch, args.device)
-        imgs = torch.rand(args.batch, 15, 64, 64, generator=torch.Generator().manual_seed(0))
-        imgs = imgs.to(args.device)
-        results = {}
-        for use_cache in (True, False):
-            opts = SamplingOptions(seed=1, use_cache=use_cache,
-                                   max_char_points=args.max_char_points)
-            results[use_cache] = _time(partial(sample, model, cps, mask, imgs, opts),
-                                       args.repeats, args.device)
-        (t_c, a), (t_u, b) = results[True], results[False]
-        for i in range(args.batch):
-            assert np.array_equal(a.pen[i], b.pen[i]) and np.array_equal(a.char_index[i],
-                                                                           b.char_index[i])
-            assert np.allclose(a.deltas[i], b.deltas[i], atol=1e-5, rtol=0)
-        n_pts = sum(len(x) for x in a.deltas)
-        print(f"[{size}] params={count_parameters(model)} points={n_pts} batch={args.batch} "
-              f"cached={t_c:.3f}s uncached={t_u:.3f}s speedup={t_u / t_c:.1f}x "
-              f"(median of {args.repeats}; outputs identical)")
+        print(f"[{size}] params={count_parameters(model)}")
+        for label, kw in settings:
+            for batch in args.batches:
+                opts = SamplingOptions(seed=1, greedy=args.greedy, **kw)
+                _compare(model, batch, opts, args.repeats, args.device, label)
         if args.device.startswith("cuda"):
             for bsz in args.throughput_batches:
                 cps, mask = encode_texts([TEXT] * bsz, args.device)
                 imgs = torch.rand(bsz, 15, 64, 64, device=args.device)
-                opts = SamplingOptions(seed=1, max_char_points=args.max_char_points)
-                t, res = _time(partial(sample, model, cps, mask, imgs, opts), args.repeats,
-                               args.device)
-                pts = sum(len(x) for x in res.deltas)
-                print(f"[{size}] cuda batch={bsz}: {pts / t:,.0f} points/s ({t:.3f}s, {pts} pts)")
+                for label, kw in settings:
+                    opts = SamplingOptions(seed=1, greedy=args.greedy, **kw)
+                    t, _, res = _time(partial(sample, model, cps, mask, imgs, opts),
+                                      args.repeats, args.device)
+                    pts = sum(len(x) for x in res.deltas)
+                    print(f"[{size}] cuda {label} batch={bsz}: {pts / t:,.0f} points/s "
+                          f"({t:.3f}s, {pts} pts)")
 
 
 if __name__ == "__main__":

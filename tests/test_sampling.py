@@ -7,8 +7,16 @@ import pytest
 import torch
 
 from cashg.model import CASHG
+from cashg.model.gmm_head import mixture_from_raw
 from cashg.model.presets import TINY, with_changes
-from cashg.sampling import SamplingOptions, encode_texts, generate_sentences, sample
+from cashg.sampling import (
+    SamplingOptions,
+    choose_points,
+    chosen_component,
+    encode_texts,
+    generate_sentences,
+    sample,
+)
 
 torch.set_num_threads(1)
 TEXTS = ["hello there", "hi", "a b"]
@@ -23,11 +31,20 @@ def model() -> CASHG:
     return m
 
 
-def _run(model, use_cache, greedy, seed=7, max_pts=12):
+def _run(model, use_cache, greedy, seed=7, max_pts=12, min_pts=1):
     cps, mask = encode_texts(TEXTS)
     imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))
     return sample(model, cps, mask, imgs, SamplingOptions(
-        greedy=greedy, seed=seed, use_cache=use_cache, max_char_points=max_pts))
+        greedy=greedy, seed=seed, use_cache=use_cache, max_char_points=max_pts,
+        min_char_points=min_pts))
+
+
+def _assert_same(a, b):
+    for i in range(len(TEXTS)):
+        np.testing.assert_array_equal(a.pen[i], b.pen[i])
+        np.testing.assert_array_equal(a.char_index[i], b.char_index[i])
+        np.testing.assert_allclose(a.deltas[i], b.deltas[i], atol=1e-5, rtol=0)
+    assert a.truncated == b.truncated
 
 
 @pytest.mark.parametrize("greedy", [True, False])
@@ -65,9 +82,106 @@ def test_generate_sentences_returns_valid_ink(model):
     np.testing.assert_allclose(res.absolute(0), np.cumsum(res.deltas[0], 0), atol=1e-5)
 
 
-def test_bi_swt_off_sampling_cached_matches_uncached():
+@pytest.mark.parametrize("bi_swt,gated", [(False, False), (False, True), (True, False)])
+@pytest.mark.parametrize("greedy", [True, False])
+def test_ablations_cached_matches_uncached(bi_swt, gated, greedy):
     torch.manual_seed(0)
-    m = CASHG(with_changes(TINY, bi_swt=False, gated_fusion=False)).eval()
-    a, b = _run(m, True, False), _run(m, False, False)
-    for x, y in zip(a.deltas, b.deltas):
-        np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
+    m = CASHG(with_changes(TINY, bi_swt=bi_swt, gated_fusion=gated)).eval()
+    with torch.no_grad():
+        m.head.proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
+    _assert_same(_run(m, True, greedy), _run(m, False, greedy))
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_fixed_points_per_character(model, use_cache):
+    """min = max: exactly n points per character, only the last one ends it."""
+    n = 5
+    res = _run(model, use_cache, False, max_pts=n, min_pts=n)
+    for i, text in enumerate(TEXTS):
+        assert np.bincount(res.char_index[i]).tolist() == [n] * len(text)
+        last = np.arange(len(res.pen[i])) % n == n - 1
+        assert (res.pen[i][last] >= 2).all() and (res.pen[i][~last] < 2).all()
+    if use_cache:
+        _assert_same(res, _run(model, False, False, max_pts=n, min_pts=n))
+
+
+def test_bad_options_are_rejected(model):
+    cps, mask = encode_texts(["a"])
+    imgs = torch.rand(1, 3, 64, 64)
+    for opts in (SamplingOptions(min_char_points=5, max_char_points=4),
+                 SamplingOptions(min_char_points=0), SamplingOptions(max_char_points=0),
+                 SamplingOptions(temperature=0.0)):
+        with pytest.raises(ValueError):
+            sample(model, cps, mask, imgs, opts)
+
+
+def test_chosen_component_matches_the_mixture(model):
+    """The per-step draw reads raw head outputs in the layout of mixture_from_raw."""
+    torch.manual_seed(3)
+    h = torch.randn(6, TINY.d_model)
+    raw = model.head.proj(h)
+    p = mixture_from_raw(raw, model.head.n_mixtures, model.head.sigma_eps)
+    ref = model.head(h)
+    torch.testing.assert_close(ref.mu, p.mu)  # the head is proj + mixture_from_raw
+    k = torch.tensor([[0], [1], [2], [0], [2], [1]])
+    mu, sigma, rho = chosen_component(raw, k, model.head)
+    w = torch.arange(6)
+    torch.testing.assert_close(mu, p.mu[w, k[:, 0]])
+    torch.testing.assert_close(sigma, p.sigma[w, k[:, 0]])
+    torch.testing.assert_close(rho, p.rho[w, k[:, 0]])
+    greedy, pen = choose_points(raw, model.head, SamplingOptions(greedy=True), None)
+    torch.testing.assert_close(greedy, p.mu[w, p.log_pi.argmax(-1)])
+    assert torch.equal(pen, p.pen_logits.argmax(-1))
+
+
+def test_gumbel_draws_follow_the_mixture_weights(model):
+    """Component and pen frequencies match softmax(logits) (Gumbel-max is exact)."""
+    raw = torch.zeros(20000, 4 + 6 * model.head.n_mixtures)
+    raw[:, :4] = torch.tensor([1.0, 0.0, -1.0, 0.5])
+    raw[:, 4:7] = torch.tensor([0.0, 1.0, 2.0])
+    gen = torch.Generator().manual_seed(0)
+    _, pen = choose_points(raw, model.head, SamplingOptions(), gen)
+    freq = np.bincount(pen.numpy(), minlength=4) / len(pen)
+    np.testing.assert_allclose(freq, torch.softmax(raw[0, :4], 0).numpy(), atol=0.015)
+    no_end = torch.tensor([0.0, 0.0, -float("inf"), -float("inf")])
+    _, pen = choose_points(raw, model.head, SamplingOptions(), gen, no_end)
+    assert int(pen.max()) <= 1
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_decoder_step_matches_full_window(gated):
+    """Prefix through forward with the cache, then one step per token == the full window,
+    also with right-padded prefixes (rows of different lengths)."""
+    torch.manual_seed(0)
+    m = CASHG(with_changes(TINY, gated_fusion=gated)).eval()
+    dec = m.decoder
+    w, prefix, n_steps, d = 3, 5, 4, TINY.d_model
+    lengths = torch.tensor([5, 3, 4])  # valid prefix tokens per row
+    x = torch.randn(w, prefix + n_steps, d)
+    valid = torch.ones(w, prefix + n_steps, dtype=torch.bool)
+    valid[:, :prefix] = torch.arange(prefix) < lengths[:, None]
+    # logical positions: packed prefix, then the steps right after each row's last valid token
+    pos = torch.cat([torch.arange(prefix).expand(w, -1),
+                     lengths[:, None] + torch.arange(n_steps)], 1)
+    mem = dec.memory_kv(torch.randn(w, 5, d), torch.randn(w, 6, d))
+    ctx = torch.randn(w, 1, d).expand(-1, prefix + n_steps, -1)
+    with torch.inference_mode():
+        full, _ = dec(x, pos, valid, mem, ctx)
+        cache = dec.new_cache(w, prefix + n_steps, x)
+        h0, _ = dec(x[:, :prefix], pos[:, :prefix], valid[:, :prefix], mem, ctx[:, :prefix],
+                    cache)
+        assert cache.step_bias is not None  # padded rows: masked steps
+        cos, sin = dec.rope.step_tables(16)
+        wts = dec.step_weights()
+        outs = []
+        for t in range(prefix, prefix + n_steps):
+            p = pos[:, t]
+            h, _ = dec.step(x[:, t:t + 1], (cos[p][:, None, None], sin[p][:, None, None]), mem,
+                            ctx[:, t:t + 1], cache, wts)
+            outs.append(h)
+        with pytest.raises(ValueError, match="capacity"):
+            dec.step(x[:, :1], (cos[p][:, None, None], sin[p][:, None, None]), mem,
+                     ctx[:, :1], cache, wts)
+    torch.testing.assert_close(h0[valid[:, :prefix]], full[:, :prefix][valid[:, :prefix]],
+                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(outs, 1), full[:, prefix:], atol=1e-5, rtol=0)

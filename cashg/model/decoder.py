@@ -20,7 +20,7 @@ computed once per memory (:meth:`BiSWTDecoder.memory_kv`). Positions are given e
 cached steps see exactly the relative positions of the full window. A window's prefix goes
 through :meth:`BiSWTDecoder.forward` with the cache; every further token through
 :meth:`BiSWTDecoder.step`, an inference-only path for one token per window that runs the same
-float operations with as few kernel calls as possible (functional calls on the modules'
+computation (equal up to float rounding) with as few kernel calls as possible (functional calls on the modules'
 weights, RoPE from precomputed tables, no causal mask: a single newest query sees every cached
 key), because at one token the step cost is dominated by per-call overhead, not arithmetic.
 """
@@ -47,18 +47,14 @@ class KVCache:
     v: list[torch.Tensor]
     valid: torch.Tensor
     length: int = 0  # physical slots filled so far
+    # additive attention mask (W, 1, 1, cap) for single-token steps: 0 on valid slots and on
+    # every slot after the last forward (steps only add valid tokens), -inf on padding; None
+    # when nothing is padded. Set by BiSWTDecoder.forward with this cache.
+    step_bias: torch.Tensor | None = None
 
     @property
     def capacity(self) -> int:
         return self.valid.shape[1]
-
-
-def _ln(mod: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    return F.layer_norm(x, mod.normalized_shape, mod.weight, mod.bias, mod.eps)
-
-
-def _lin(mod: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, mod.weight, mod.bias)
 
 
 class SelfAttention(nn.Module):
@@ -98,25 +94,6 @@ class SelfAttention(nn.Module):
         )
         return self.out(y.transpose(1, 2).reshape(w, n, d))
 
-    def step(
-        self,
-        x: torch.Tensor,  # (W, 1, D) one new token per window
-        rot: tuple[torch.Tensor, torch.Tensor],  # full-width (cos, sin), each (W, 1, 1, dh)
-        key_valid: torch.Tensor,  # (W, 1, 1, start + 1) bool
-        ck: torch.Tensor,  # (W, h, cap, dh) cached keys, written in place at slot ``start``
-        cv: torch.Tensor,  # (W, h, cap, dh) cached values
-        start: int,
-    ) -> torch.Tensor:
-        """Inference-only :meth:`forward` for one token with a cache (same numerics)."""
-        w, _, d = x.shape
-        qkv = _lin(self.qkv, x).view(w, 3, self.h, 1, self.dh).transpose(0, 1)  # (3,W,h,1,dh)
-        qk = rotate_full(qkv[:2], *rot)  # (2, W, h, 1, dh)
-        ck[:, :, start:start + 1] = qk[1]
-        cv[:, :, start:start + 1] = qkv[2]
-        y = F.scaled_dot_product_attention(qk[0], ck[:, :, :start + 1], cv[:, :, :start + 1],
-                                           attn_mask=key_valid)  # (W, h, 1, dh)
-        return _lin(self.out, y.reshape(w, 1, d))
-
 
 class CrossAttention(nn.Module):
     """Multi-head attention from window tokens to a style memory (keys/values precomputed)."""
@@ -143,14 +120,6 @@ class CrossAttention(nn.Module):
         )
         return self.out(y.transpose(1, 2).reshape(w, n, d))
 
-    def step(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Inference-only :meth:`forward` for one token per window, x (W, 1, D)."""
-        w, _, d = x.shape
-        q = _lin(self.q, x).view(w, self.h, 1, self.dh)
-        y = F.scaled_dot_product_attention(q, kv[0], kv[1])  # (W, h, 1, dh)
-        return _lin(self.out, y.reshape(w, 1, d))
-
-
 class DecoderBlock(nn.Module):
     """Pre-LN block: causal RoPE self-attention, cross-attention to one memory, feed-forward."""
 
@@ -171,13 +140,54 @@ class DecoderBlock(nn.Module):
         x = x + self.drop(self.cross_attn(self.ln2(x), kv))
         return x + self.drop(self.ffn(self.ln3(x)))
 
-    def step(self, x, rot, key_valid, kv, ck, cv, start):
-        """Inference-only :meth:`forward` for one token per window (dropout is off)."""
-        x = x + self.self_attn.step(_ln(self.ln1, x), rot, key_valid, ck, cv, start)
-        x = x + self.cross_attn.step(_ln(self.ln2, x), kv)
-        up, act, _, down = self.ffn  # Linear, GELU, Dropout, Linear
-        h = F.gelu(_lin(up, _ln(self.ln3, x)), approximate=act.approximate)
-        return x + _lin(down, h)
+
+@dataclass(frozen=True)
+class StepWeights:
+    """The decoder parameters as plain tensors for :meth:`BiSWTDecoder.step`, read once per
+    sampling call: a module attribute look-up costs about as much as a small kernel.
+
+    blocks: per block ``(ln1, qkv, attn_out, ln2, q, cross_out, ln3, ffn_up, ffn_down)``, each
+    LayerNorm as ``(normalized_shape, weight, bias, eps)`` and each Linear as ``(weight, bias)``.
+    """
+
+    blocks: tuple
+    ln_out: tuple
+    gelu: str  # GELU approximation ("none" = exact erf)
+
+
+def _block_step(
+    wts: tuple,  # one entry of StepWeights.blocks
+    x: torch.Tensor,  # (W, 1, D) one new token per window
+    rot: tuple[torch.Tensor, torch.Tensor],  # full-width (cos, sin), each (W, 1, 1, dh)
+    bias: torch.Tensor | None,  # (W, 1, 1, start + 1) additive mask or None
+    mem_kv: tuple[torch.Tensor, torch.Tensor],  # (W, h, M, dh) each
+    ck: torch.Tensor,  # (W, h, cap, dh) cached keys, written in place at slot ``start``
+    cv: torch.Tensor,  # (W, h, cap, dh) cached values
+    start: int,
+    heads: int,
+    gelu: str,
+) -> torch.Tensor:
+    """:meth:`DecoderBlock.forward` (eval mode) for one token per window with a cache: the same
+    computation (RoPE via :func:`rotate_full`; a single newest query needs no causal mask),
+    written functionally with as few kernel calls as possible."""
+    ln1, qkv, attn_out, ln2, q_proj, cross_out, ln3, up, down = wts
+    w, _, d = x.shape
+    dh = d // heads
+    # causal self-attention over the cached window
+    a = F.linear(F.layer_norm(x, *ln1), *qkv).view(w, 3, heads, 1, dh).transpose(0, 1)
+    qk = rotate_full(a[:2], *rot)  # (2, W, h, 1, dh) rotated queries and keys
+    ck[:, :, start:start + 1] = qk[1]
+    cv[:, :, start:start + 1] = a[2]
+    y = F.scaled_dot_product_attention(qk[0], ck[:, :, :start + 1], cv[:, :, :start + 1],
+                                       attn_mask=bias)  # (W, h, 1, dh)
+    x = x + F.linear(y.reshape(w, 1, d), *attn_out)
+    # cross-attention to the style memory (keys/values precomputed once)
+    q = F.linear(F.layer_norm(x, *ln2), *q_proj).view(w, heads, 1, dh)
+    y = F.scaled_dot_product_attention(q, *mem_kv)  # (W, h, 1, dh)
+    x = x + F.linear(y.reshape(w, 1, d), *cross_out)
+    # feed-forward
+    hid = F.gelu(F.linear(F.layer_norm(x, *ln3), *up), approximate=gelu)
+    return x + F.linear(hid, *down)
 
 
 class GatedContextFusion(nn.Module):
@@ -256,10 +266,32 @@ class BiSWTDecoder(nn.Module):
             x = blk(x, rot, key_valid, mem_kv[i], layer_cache, start)
         if cache is not None:
             cache.length = start + x.shape[1]
+            pad = ~cache.valid[:, :cache.length]  # (W, length)
+            cache.step_bias = None
+            if bool(pad.any()):
+                cache.step_bias = cache.valid.new_zeros(cache.valid.shape, dtype=x.dtype)
+                cache.step_bias[:, :cache.length].masked_fill_(pad, float("-inf"))
+                cache.step_bias = cache.step_bias[:, None, None]  # (W, 1, 1, cap)
         h_sty = self.ln_out(x)
         if self.fusion is None:
             return h_sty, None
         return self.fusion(h_sty, m_ctx)
+
+    def step_weights(self) -> StepWeights:
+        """Plain-tensor parameters for :meth:`step` (take them again after changing weights)."""
+
+        def ln(m: nn.LayerNorm) -> tuple:
+            return (m.normalized_shape, m.weight, m.bias, m.eps)
+
+        def lin(m: nn.Linear) -> tuple:
+            return (m.weight, m.bias)
+
+        blocks = tuple(
+            (ln(b.ln1), lin(b.self_attn.qkv), lin(b.self_attn.out), ln(b.ln2),
+             lin(b.cross_attn.q), lin(b.cross_attn.out), ln(b.ln3), lin(b.ffn[0]), lin(b.ffn[3]))
+            for b in self.blocks
+        )
+        return StepWeights(blocks, ln(self.ln_out), self.blocks[0].ffn[1].approximate)
 
     def step(
         self,
@@ -268,18 +300,20 @@ class BiSWTDecoder(nn.Module):
         mem_kv: list,  # per block (k, v), each (W, h, M, dh)
         m_ctx: torch.Tensor | None,  # (W, 1, D)
         cache: KVCache,
+        weights: StepWeights,  # from step_weights()
     ):
-        """Append one token to every cached window (inference only; same numerics as
-        :meth:`forward` with a cache and n = 1). Returns (h (W, 1, D), gate or None)."""
+        """Append one token to every cached window: inference only (no dropout), equal to
+        :meth:`forward` with the cache and n = 1 up to float rounding, at a fraction of its
+        per-call overhead. Returns (h (W, 1, D), gate (W, 1, D) or None)."""
         start = cache.length
         if start >= cache.capacity:
             raise ValueError("KV cache capacity exceeded")
         cache.valid[:, start] = True
-        key_valid = cache.valid[:, None, None, :start + 1]  # (W, 1, 1, start + 1)
-        for i, blk in enumerate(self.blocks):
-            x = blk.step(x, rot, key_valid, mem_kv[i], cache.k[i], cache.v[i], start)
+        bias = None if cache.step_bias is None else cache.step_bias[..., :start + 1]
+        for wts, ck, cv, kv in zip(weights.blocks, cache.k, cache.v, mem_kv):
+            x = _block_step(wts, x, rot, bias, kv, ck, cv, start, self.heads, weights.gelu)
         cache.length = start + 1
-        h_sty = _ln(self.ln_out, x)
+        h_sty = F.layer_norm(x, *weights.ln_out)
         if self.fusion is None:
             return h_sty, None
         return self.fusion(h_sty, m_ctx)

@@ -1,0 +1,305 @@
+"""Training batches from the HDF5 subsets: char, bigram and sentence streams with style images.
+
+Every batch is a pure function of ``(seed, purpose, iteration, stream, micro-batch, rank,
+world size)``: the sample indices and the style references are drawn from a
+``numpy.random.default_rng`` seeded with that tuple, so no sampler state exists and a resumed
+run sees exactly the batches an uninterrupted run would have seen (also with DataLoader
+workers, which may prefetch any iteration).
+
+Sampling (paper Table A1: "batches in which each writer appears once"): a *global* batch of
+``min(batch_size, writers)`` samples from distinct writers is drawn
+(:func:`preprocessing.subsets.readers.one_per_writer_batch`), then rank ``r`` of ``W`` takes
+the slice ``r::W``, so the union over ranks is writer-unique and ranks never overlap.
+
+Coordinates: the subsets store absolute points in the sentence's height-normalised frame
+(y down, y in [0, 1] over the sentence). Each sample is translated in x so that its first point
+has x = 0; y is kept, so the first delta (measured from the origin, see
+:mod:`cashg.model.batch`) is ``(0, y_0)`` and tells the model the vertical position of the
+sample's first point within the line. Sampling starts from the same origin.
+
+Streams (see :class:`~cashg.model.batch.SequenceSample`):
+- char: one character, the glyph's points (its original last pen state is kept);
+- bigram: ``prev_char + char``, the predecessor is context only (``target = [False, True]``),
+  its points are the teacher-forced window prefix ``y_{s-1}``;
+- sentence: the window's text, every character a target (windows start at word starts).
+
+Style references: ``style_refs`` images of the sample's writer, drawn without replacement when
+the writer has enough images, with replacement otherwise; ink 1, background 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from cashg.config import TrainConfig
+from cashg.model.batch import CharSequenceBatch, SequenceSample, char_deltas, collate
+from cashg.training.schedules import STREAMS, stream_plan
+from preprocessing.subsets.readers import (
+    BigramReader,
+    CharReader,
+    SentenceReader,
+    StyleReader,
+    one_per_writer_batch,
+)
+
+STREAM_ID = {s: i for i, s in enumerate(STREAMS)}
+PURPOSE_TRAIN, PURPOSE_EVAL = 0, 1
+READERS = {"char": CharReader, "bigram": BigramReader, "sentence": SentenceReader}
+
+
+class DataError(ValueError):
+    """Subsets that cannot feed training (missing files, writers without style images...)."""
+
+
+def _str(v: object) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def split_writers(split_dir: Path) -> list[str]:
+    """Writers of a split that have style reference images (sorted)."""
+    with StyleReader(split_dir / "style.h5") as st:
+        return [w for w, r in st.indices_by_writer().items() if len(r)]
+
+
+def split_is_empty(split_dir: Path) -> bool:
+    """True when a split folder is absent or its char subset has no sample."""
+    path = split_dir / "char.h5"
+    if not path.is_file():
+        return True
+    with CharReader(path) as r:
+        return len(r) == 0
+
+
+def char_inventory(split_dir: Path) -> list[str]:
+    """Sorted characters the model is trained on: glyph characters and sentence characters."""
+    chars: set[str] = set()
+    with h5py.File(split_dir / "char.h5", "r") as f:
+        chars.update(_str(c) for c in f["char"][()])
+    sent = split_dir / "sentence.h5"
+    if sent.is_file():
+        with h5py.File(sent, "r") as f:
+            for t in f["text"][()]:
+                chars.update(_str(t))
+    return sorted(chars)
+
+
+def _shift_x(xy: np.ndarray) -> np.ndarray:
+    """(T, 2) float64 translated so the first point has x = 0 (y kept)."""
+    xy = np.asarray(xy, np.float64).copy()
+    if len(xy):
+        xy[:, 0] -= xy[0, 0]
+    return xy
+
+
+def glyph_chars(xy: np.ndarray, pen: np.ndarray) -> list[np.ndarray]:
+    """One (T, 3) ``[dx, dy, pen]`` array for a glyph (x shifted to start at 0)."""
+    pts = np.concatenate([_shift_x(xy), np.asarray(pen, np.float64)[:, None]], axis=1)
+    return char_deltas(pts, np.zeros(len(pts), np.int64), 1)
+
+
+def bigram_chars(xy: np.ndarray, pen: np.ndarray, prev_len: int) -> list[np.ndarray]:
+    """Two (T_i, 3) arrays: predecessor (first ``prev_len`` points) and current character."""
+    pts = np.concatenate([_shift_x(xy), np.asarray(pen, np.float64)[:, None]], axis=1)
+    ci = (np.arange(len(pts)) >= prev_len).astype(np.int64)
+    return char_deltas(pts, ci, 2)
+
+
+def sentence_chars(xy: np.ndarray, pen: np.ndarray, char_index: np.ndarray,
+                   n_chars: int) -> list[np.ndarray]:
+    """Per-character (T_i, 3) arrays of a sentence window."""
+    pts = np.concatenate([_shift_x(xy), np.asarray(pen, np.float64)[:, None]], axis=1)
+    return char_deltas(pts, char_index, n_chars)
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """``[(start, end)]`` of the words of ``text`` (maximal runs of non-space characters)."""
+    spans, start = [], None
+    for i, c in enumerate(text + " "):
+        if c != " " and start is None:
+            start = i
+        elif c == " " and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def crop_sentence(text: str, xy: np.ndarray, pen: np.ndarray, char_index: np.ndarray,
+                  max_chars: int, rng: np.random.Generator) -> tuple[str, list[np.ndarray]]:
+    """A sentence window's text and per-character ``[dx, dy, pen]`` arrays, cropped to whole
+    words within ``max_chars`` characters from a random word start (no crop when
+    ``max_chars`` <= 0 or the text fits). The crop is translated like any sample (x from 0)."""
+    if max_chars > 0 and len(text) > max_chars:
+        words = word_spans(text)
+        if words:
+            k = int(rng.integers(len(words)))
+            a = words[k][0]
+            b = words[k][1]
+            for _, e in words[k + 1:]:
+                if e - a > max_chars:
+                    break
+                b = e
+            sel = (char_index >= a) & (char_index < b)
+            return text[a:b], sentence_chars(xy[sel], pen[sel], char_index[sel] - a, b - a)
+    return text, sentence_chars(xy, pen, char_index, len(text))
+
+
+@dataclass
+class _Item:
+    text: str
+    chars: list[np.ndarray]
+    writer: str
+    target: list[bool] | None
+    raw: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # sentence: xy, pen, char_index
+
+
+class SplitData:
+    """The subsets of one split, restricted to ``writers`` (None = every writer with images).
+
+    Decoded samples are memoised per process when ``cache`` is true (the demo and the merged
+    set fit in memory easily; pass ``cache=False`` for very large sets).
+    """
+
+    def __init__(self, split_dir: str | Path, writers: Sequence[str] | None = None,
+                 streams: Sequence[str] = STREAMS, cache: bool = True):
+        self.dir = Path(split_dir)
+        for name in ("style", *streams):
+            if not (self.dir / f"{name}.h5").is_file():
+                raise DataError(f"{self.dir / f'{name}.h5'}: subset file not found")
+        self.style = StyleReader(self.dir / "style.h5")
+        with_images = [w for w, r in self.style.indices_by_writer().items() if len(r)]
+        keep = set(with_images if writers is None else writers)
+        missing = keep - set(with_images)
+        if missing:
+            raise DataError(f"{self.dir / 'style.h5'}: no style images for writers "
+                            f"{sorted(missing)[:5]}")
+        self.writers = sorted(keep)
+        self.writer_int = {w: i for i, w in enumerate(self.style.writers())}
+        self.readers = {s: READERS[s](self.dir / f"{s}.h5") for s in streams}
+        self.by_writer = {
+            s: {w: r for w, r in rd.indices_by_writer().items() if w in keep and len(r)}
+            for s, rd in self.readers.items()
+        }
+        self.cache = cache
+        self._memo: dict[tuple[str, int], _Item] = {}
+        self._images: dict[str, np.ndarray] = {}
+
+    def n_writers(self, stream: str) -> int:
+        return len(self.by_writer[stream])
+
+    def item(self, stream: str, i: int) -> _Item:
+        key = (stream, int(i))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        x = self.readers[stream][int(i)]
+        where = f"{self.dir / f'{stream}.h5'}[{i}]"
+        try:
+            if stream == "char":
+                it = _Item(x.char, glyph_chars(x.xy, x.pen), x.writer, None)
+            elif stream == "bigram":
+                it = _Item(x.prev_char + x.char, bigram_chars(x.xy, x.pen, x.prev_len), x.writer,
+                           [False, True])
+            else:
+                sentence_chars(x.xy, x.pen, x.char_index, len(x.text))  # validates
+                it = _Item(x.text, [], x.writer, None,
+                           (np.asarray(x.xy), np.asarray(x.pen), np.asarray(x.char_index)))
+        except ValueError as exc:
+            raise DataError(f"{where}: {exc}") from exc
+        if self.cache:
+            self._memo[key] = it
+        return it
+
+    def writer_images(self, writer: str) -> np.ndarray:
+        """(k, S, S) float32 in [0, 1] (ink 1) of one writer, memoised."""
+        img = self._images.get(writer)
+        if img is None:
+            img = self.style.writer_images(writer).astype(np.float32) / 255.0
+            self._images[writer] = img
+        return img
+
+    def style_refs(self, writer: str, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n, S, S): n of the writer's images (without replacement when it has >= n)."""
+        imgs = self.writer_images(writer)
+        pick = rng.choice(len(imgs), size=n, replace=len(imgs) < n)
+        return imgs[np.sort(pick)]
+
+    def close(self) -> None:
+        self.style.close()
+        for r in self.readers.values():
+            r.close()
+
+
+class BatchSource:
+    """Deterministic batches: see the module docstring. ``rank``/``world`` shard each batch."""
+
+    def __init__(self, data: SplitData, cfg: TrainConfig, rank: int = 0, world: int = 1,
+                 purpose: int = PURPOSE_TRAIN):
+        self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
+        for s in data.readers:
+            if data.n_writers(s) < world:
+                raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
+                                f"fill a writer-unique batch on {world} ranks")
+
+    def indices(self, t: int, stream: str, micro: int, batch_size: int) -> np.ndarray:
+        """(k,) this rank's sample indices of the global writer-unique batch."""
+        rng = np.random.default_rng([self.cfg.seed, self.purpose, t, STREAM_ID[stream], micro])
+        glob = one_per_writer_batch(self.data.by_writer[stream], batch_size, rng)
+        return glob[self.rank::self.world]
+
+    def batch(self, t: int, stream: str, micro: int, batch_size: int) -> CharSequenceBatch:
+        """The batch of (iteration ``t``, ``stream``, micro-batch ``micro``) on this rank."""
+        idx = self.indices(t, stream, micro, batch_size)
+        rng = np.random.default_rng(
+            [self.cfg.seed, self.purpose, t, STREAM_ID[stream], micro, 1 + self.rank])
+        samples = []
+        for i in idx:
+            it = self.data.item(stream, int(i))
+            text, chars = it.text, it.chars
+            if it.raw is not None:
+                text, chars = crop_sentence(it.text, *it.raw, self.cfg.sentence_max_chars, rng)
+            refs = self.data.style_refs(it.writer, self.cfg.style_refs, rng)
+            samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
+                                          target=it.target))
+        return collate(samples)
+
+    def iteration(self, t: int) -> dict[str, list[CharSequenceBatch]]:
+        """All micro-batches of training iteration ``t`` (streams per the curriculum)."""
+        plan = stream_plan(t, self.cfg)
+        return {s: [self.batch(t, s, m, plan.batch_sizes[s]) for m in range(n)]
+                for s, n in plan.micro_batches.items() if n > 0 and s in self.data.readers}
+
+
+class IterationDataset(torch.utils.data.Dataset):
+    """Map-style dataset whose item ``t`` is iteration ``t``'s micro-batches (for a DataLoader
+    with ``batch_size=None`` and a sampler over the remaining iterations)."""
+
+    def __init__(self, source: BatchSource, total_iters: int):
+        self.source, self.total = source, total_iters
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, t: int) -> dict[str, list[CharSequenceBatch]]:
+        return self.source.iteration(int(t))
+
+
+def _identity(x):
+    return x
+
+
+def iteration_loader(source: BatchSource, start: int, total: int, workers: int = 0):
+    """An iterable of ``(t, batches)`` for ``t`` in ``[start, total)``; ``workers`` > 0 prefetches
+    in worker processes (the batches are the same either way)."""
+    if workers <= 0:
+        return ((t, source.iteration(t)) for t in range(start, total))
+    loader = torch.utils.data.DataLoader(
+        IterationDataset(source, total), batch_size=None, sampler=range(start, total),
+        num_workers=workers, persistent_workers=False, prefetch_factor=2,
+        collate_fn=_identity)
+    return zip(range(start, total), loader)

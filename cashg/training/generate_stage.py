@@ -1,0 +1,121 @@
+"""Generate stage: the test split's sentences in the writers' styles, for evaluation.
+
+    python -m cashg.training.generate_stage --checkpoint results/train/EXP/model.pt \\
+        --gt results/subsets/B/test/gt.h5 --style results/subsets/B/test/style.h5 \\
+        --out results/generate/EXP [--device auto|cpu|cuda] [--threads N]
+
+For every ground-truth sentence (sorted ids; the first ``generate.limit`` when > 0) the model
+writes the same text fully autoregressively (paper Sec. 4: one sample per test input) with the
+style references of the same writer (``generate.n_refs`` images of ``--style``, evenly spaced;
+repeated cyclically when a writer has fewer). Outputs in ``--out``:
+
+- ``pred.h5``: cashg-ink with the GT's sentence ids and writer ids (input of
+  ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``);
+- ``lines.png``: the first ``generate.plot_lines`` sentences, ground truth above generation.
+
+Sentences are generated in batches of ``generate.batch_size``; batch ``k`` samples with seed
+``generate.seed + k``, so a run is reproducible for a given batch size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray:
+    """(n, size, size) float32 references of ``writer`` (memoised)."""
+    from cashg.generation.cli import load_style_h5
+
+    if writer not in memo:
+        imgs = load_style_h5(style, writer, size, n)
+        memo[writer] = np.resize(imgs, (n, *imgs.shape[1:])) if len(imgs) < n else imgs
+    return memo[writer]
+
+
+def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
+    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order."""
+    import torch
+    from tqdm import tqdm
+
+    from cashg.ink import InkFile, make_sentence
+    from cashg.sampling import SamplingOptions, encode_texts, sample
+
+    with InkFile(gt_path) as f:
+        gts = [f[sid] for sid in sorted(f.ids())]
+    if gcfg.limit > 0:
+        gts = gts[: gcfg.limit]
+    memo: dict = {}
+    out = []
+    starts = range(0, len(gts), gcfg.batch_size)
+    for k, a in enumerate(tqdm(starts, desc="generate", unit="batch", file=sys.stderr,
+                               disable=not progress)):
+        chunk = gts[a:a + gcfg.batch_size]
+        refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, gcfg.n_refs, memo)
+                         for s in chunk])
+        cps, mask = encode_texts([s.text for s in chunk], device)
+        opts = SamplingOptions(greedy=gcfg.greedy, temperature=gcfg.temperature, bias=gcfg.bias,
+                               max_char_points=gcfg.max_char_points, seed=gcfg.seed + k)
+        res = sample(model, cps, mask, torch.from_numpy(refs).to(device), opts)
+        for i, s in enumerate(chunk):
+            out.append(make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(i),
+                                     res.pen[i], res.char_index[i]))
+    return out, gts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cashg.training.generate_stage",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--gt", required=True, type=Path, help="test split gt.h5 (cashg-ink)")
+    parser.add_argument("--style", required=True, type=Path, help="test split style.h5")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from cashg.generation.cli import unknown_characters
+    from cashg.ink import InkFormatError, write_ink
+    from cashg.model.checkpoint import CheckpointError, load_model
+    from cashg.params import ParamsError, load_section
+    from cashg.render import render_png
+    from cashg.training.distributed import resolve_device
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        gcfg = load_section("generate", args.params)
+        device = resolve_device(args.device)
+        model, cfg, extra = load_model(args.checkpoint, map_location=device)
+        for p in (args.gt, args.style):
+            if not p.is_file():
+                raise FileNotFoundError(f"{p}: file not found")
+        pred, gts = generate_split(model, cfg, gcfg, args.gt, args.style, device,
+                                   not args.no_progress)
+    except (ParamsError, CheckpointError, InkFormatError, FileNotFoundError, ValueError,
+            RuntimeError) as exc:
+        print(f"generate_stage: {exc}", file=sys.stderr)
+        return 2
+    missing = unknown_characters([s.text for s in gts], extra.get("char_inventory"))
+    if missing:
+        print(f"generate_stage: characters never seen in training: {missing!r}", file=sys.stderr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_ink(args.out / "pred.h5", pred, checkpoint=str(args.checkpoint))
+    rows = []
+    for g, p in list(zip(gts, pred))[: gcfg.plot_lines]:
+        rows += [g, p]
+    render_png(rows, args.out / "lines.png")
+    print(f"generate_stage: {len(pred)} sentences -> {args.out / 'pred.h5'}, "
+          f"{args.out / 'lines.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Curriculum schedules as pure functions of the iteration (paper appendix A).
+
+Iterations count completed optimizer steps from 0; iteration ``t`` is the (t+1)-th update.
+
+- :func:`curriculum_stage` - 1 on ``[0, stage2_start)``, 2 on ``[stage2_start, stage3_start)``,
+  3 from ``stage3_start`` on (Table A2).
+- :func:`learning_rate` - ``lr * ramp(t, warmup_iters) * ramp(t - s_k, stage_warmup_iters)``
+  where ``ramp(u, n) = min(1, (u + 1) / n)`` and ``s_k`` is the start of the current stage
+  (stage 1 has no re-warm-up). The initial 30k warm-up and the 1k stage-transition warm-up
+  (Table A1) therefore compose multiplicatively: at a stage change the rate drops and climbs
+  back to the value the initial warm-up allows. There is no decay (the paper gives none).
+- :func:`stage_weights` - the per-stage loss weights.
+- :func:`vdl_weights` - ``(lambda_vdl^bi, lambda_vdl^sent(t))``, Eq. appendix_vdl_schedule.
+- :func:`stream_plan` - which streams are sampled and with how many micro-batches
+  (minibatch ratio 1:0:0 / 1:1:0 / 1:1:A with A = ``sentence_accum``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cashg.config import StageWeights, TrainConfig
+
+STREAMS = ("char", "bigram", "sentence")
+
+
+def curriculum_stage(t: int, cfg: TrainConfig) -> int:
+    """The curriculum stage (1, 2 or 3) of iteration ``t``."""
+    if t < 0:
+        raise ValueError(f"iteration must be >= 0, got {t}")
+    if t < cfg.stage2_start:
+        return 1
+    if t < cfg.stage3_start:
+        return 2
+    return 3
+
+
+def stage_start(stage: int, cfg: TrainConfig) -> int:
+    """First iteration of ``stage``."""
+    return {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}[stage]
+
+
+def _ramp(u: int, n: int) -> float:
+    return 1.0 if n <= 0 else min(1.0, (u + 1) / n)
+
+
+def learning_rate(t: int, cfg: TrainConfig) -> float:
+    """The learning rate of iteration ``t`` (see the module docstring)."""
+    stage = curriculum_stage(t, cfg)
+    lr = cfg.lr * _ramp(t, cfg.warmup_iters)
+    if stage > 1:
+        lr *= _ramp(t - stage_start(stage, cfg), cfg.stage_warmup_iters)
+    return lr
+
+
+def stage_weights(t: int, cfg: TrainConfig) -> StageWeights:
+    """Loss weights (char, bigram, sentence, style) in force at iteration ``t``."""
+    return (cfg.stage1, cfg.stage2, cfg.stage3)[curriculum_stage(t, cfg) - 1]
+
+
+def vdl_weights(t: int, cfg: TrainConfig) -> tuple[float, float]:
+    """``(lambda_vdl^bi, lambda_vdl^sent)`` at iteration ``t``.
+
+    Bigram: ``vdl_bigram`` for ``stage2_start <= t < stage3_start`` (and after, only when
+    ``vdl_bigram_in_stage3``). Sentence: 0 before ``vdl_sentence_warmup_start``, then
+    ``vdl_sentence * min(1, (t - start) / (end - start))``, ``vdl_sentence`` from ``end`` on,
+    and always 0 before stage 3.
+    """
+    stage = curriculum_stage(t, cfg)
+    bi = cfg.vdl_bigram if stage == 2 or (stage == 3 and cfg.vdl_bigram_in_stage3) else 0.0
+    if stage < 3 or t < cfg.vdl_sentence_warmup_start:
+        return bi, 0.0
+    span = cfg.vdl_sentence_warmup_end - cfg.vdl_sentence_warmup_start
+    frac = 1.0 if span <= 0 else min(1.0, (t - cfg.vdl_sentence_warmup_start) / span)
+    return bi, cfg.vdl_sentence * frac
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """Micro-batches per stream in one iteration (0 = stream inactive) and their batch sizes."""
+
+    micro_batches: dict[str, int]
+    batch_sizes: dict[str, int]
+
+    @property
+    def active(self) -> tuple[str, ...]:
+        return tuple(s for s in STREAMS if self.micro_batches[s] > 0)
+
+
+def stream_plan(t: int, cfg: TrainConfig) -> StreamPlan:
+    """Streams sampled at iteration ``t``: a stream is active when its stage weight is > 0;
+    char and bigram take one micro-batch, the sentence stream ``sentence_accum``."""
+    w = stage_weights(t, cfg)
+    counts = {
+        "char": 1 if w.char > 0 else 0,
+        "bigram": 1 if w.bigram > 0 else 0,
+        "sentence": cfg.sentence_accum if w.sentence > 0 else 0,
+    }
+    sizes = {"char": cfg.batch_char, "bigram": cfg.batch_bigram, "sentence": cfg.batch_sentence}
+    return StreamPlan(counts, sizes)
+
+
+def check_schedule(cfg: TrainConfig) -> None:
+    """Raise ``ValueError`` on an inconsistent schedule (boundaries out of order, sizes < 1)."""
+    if not 0 <= cfg.stage2_start <= cfg.stage3_start:
+        raise ValueError(f"train: need 0 <= stage2_start ({cfg.stage2_start}) <= stage3_start "
+                         f"({cfg.stage3_start})")
+    if cfg.total_iters < 1:
+        raise ValueError("train: total_iters must be >= 1")
+    if cfg.vdl_sentence_warmup_end < cfg.vdl_sentence_warmup_start:
+        raise ValueError("train: vdl_sentence_warmup_end < vdl_sentence_warmup_start")
+    for name in ("batch_char", "batch_bigram", "batch_sentence", "sentence_accum", "style_refs"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"train: {name} must be >= 1")
+    if cfg.stage1.char <= 0 and cfg.stage1.bigram <= 0 and cfg.stage1.sentence <= 0:
+        raise ValueError("train: stage 1 has no active stream")

@@ -1,0 +1,413 @@
+"""The curriculum training loop (paper Sec. 3.4, appendix A).
+
+One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_stage`):
+
+1. the learning rate is set to :func:`~cashg.training.schedules.learning_rate` ``(t)``;
+2. for every active stream's micro-batch (char 1, bigram 1, sentence ``sentence_accum``), the
+   model runs teacher-forced and :func:`stream_losses` gives ``L_seq = L_mdn + lambda_pen L_pen``,
+   the VDL and ``L_style = SupCon(writer) + SupCon(glyph)``; the micro-batch's contribution
+   ``lambda_s^(k) / n_s * (L_seq + lambda_vdl^s(t) L_vdl) + lambda_style^(k) / (A n_s) L_style``
+   (``n_s`` micro-batches of stream s, ``A`` active streams; i.e. the style loss is the mean
+   over the active streams of each stream's mean style loss) is back-propagated at once
+   (gradient accumulation; under DDP only the last backward synchronises);
+3. the global gradient norm is clipped to ``grad_clip`` and AdamW steps, unless a loss or the
+   gradient norm is not finite on any rank: then the step is skipped (no parameter update, and
+   buffers such as BatchNorm statistics restored), logged, and
+   after more than ``max_nonfinite_steps`` consecutive skips the run stops without writing a
+   checkpoint (the last good one stays the latest).
+
+Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
+``interrupted``), at ``stop_after`` and at the end. Evaluation every ``eval_interval``
+iterations: mean losses on fixed held-out batches of every stream (all three, whatever the
+stage, so the numbers are comparable over the run); ``val/total`` = sum of the streams' mean
+``L_seq`` selects ``best.pt``; sample lines of held-out writers are rendered. Evaluation runs
+under :func:`torch.random.fork_rng`, so it never changes the training random stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from cashg.config import ModelConfig, TrainConfig
+from cashg.losses import (
+    boundary_mask,
+    most_probable_mean,
+    sequence_loss,
+    style_loss,
+    vertical_drift_loss,
+)
+from cashg.model.batch import CharSequenceBatch
+from cashg.model.cashg_model import CASHG
+from cashg.model.gmm_head import MixtureParams
+from cashg.training import checkpoint as ck
+from cashg.training import distributed as dd
+from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
+from cashg.training.schedules import (
+    STREAMS,
+    check_schedule,
+    curriculum_stage,
+    learning_rate,
+    stage_weights,
+    stream_plan,
+    vdl_weights,
+)
+from cashg.training.tracking import Tracker, render_samples
+
+
+class NonFiniteLossError(RuntimeError):
+    """Too many consecutive non-finite steps."""
+
+
+@dataclass
+class RunOptions:
+    """Runtime knobs (command-line flags, not params)."""
+
+    device: str = "auto"
+    bf16: bool = False
+    workers: int = 0
+    resume: bool = True  # continue the latest checkpoint of a compatible run
+    track: bool = True  # dvclive into <out>/dvclive
+    stop_after: int | None = None  # checkpoint and return after this iteration (walltime slices)
+    cache_data: bool = True
+    progress: bool = True
+    keep_history: bool = False  # keep every iteration's losses in TrainResult.history (tests)
+
+
+@dataclass
+class TrainResult:
+    status: str  # completed | interrupted | stopped_nonfinite
+    iteration: int
+    run_dir: Path
+    best_val: float
+    history: list[dict] = field(default_factory=list)
+    last_metrics: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    config_hash: str = ""
+
+
+def _float_params(p: MixtureParams) -> MixtureParams:
+    return MixtureParams(p.log_pi.float(), p.mu.float(), p.sigma.float(), p.rho.float(),
+                         p.pen_logits.float())
+
+
+def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
+                  cfg: TrainConfig, amp: contextlib.AbstractContextManager) -> dict:
+    """Losses of one micro-batch: ``mdn, pen, seq, vdl, style, style_writer, style_glyph``.
+
+    VDL boundaries: consecutive non-space characters whose current character is a target
+    (a bigram's (predecessor, current) pair; every pair of a sentence window); the predicted
+    trajectory is the most probable component's mean at every step (cashg.losses).
+    """
+    with amp:
+        out = model(batch)
+    p = _float_params(out.params)
+    mask = batch.point_mask & batch.target_mask[..., None]
+    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights)
+    res = dict(seq)
+    if stream != "char":
+        bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
+        bounds = bounds & batch.target_mask[:, 1:]
+        res["vdl"] = vertical_drift_loss(most_probable_mean(p), batch.deltas, batch.point_mask,
+                                         bounds)
+    else:
+        res["vdl"] = seq["seq"].new_zeros(())
+    sty = style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
+                     batch.writer_ids, batch.glyph_labels, cfg.supcon_temperature)
+    res.update(style=sty["style"], style_writer=sty["writer"], style_glyph=sty["glyph"])
+    return res
+
+
+class Trainer:
+    """Builds model, optimizer and data, restores a checkpoint, runs the curriculum."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, train_data: SplitData,
+                 out_dir: Path, opts: RunOptions, val_data: SplitData | None = None,
+                 sample_lines: list[tuple[str, np.ndarray, str]] | None = None,
+                 char_inventory: list[str] | None = None, data_fingerprint: str = "",
+                 params: dict | None = None):
+        check_schedule(cfg)
+        self.model_cfg, self.cfg, self.opts = model_cfg, cfg, opts
+        self.out_dir = Path(out_dir)
+        self.dist = dd.init_distributed(opts.device)
+        self.device = self.dist.device
+        self.hash = ck.config_hash(model_cfg, cfg, data_fingerprint)
+        self.run_dir = self.out_dir / "checkpoints" / self.hash
+        self.char_inventory = list(char_inventory or [])
+        self.params = params or {"model": ck.as_plain(model_cfg), "train": ck.as_plain(cfg)}
+        self.sample_lines = sample_lines or []
+        self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world)
+        self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL)
+                           if val_data is not None else None)
+        torch.manual_seed(cfg.seed)
+        self.model = CASHG(model_cfg).to(self.device)
+        self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
+                        else None) if self.dist.distributed else None)
+        params_opt = [p for p in self.model.parameters() if p.requires_grad]
+        self.params_opt = params_opt
+        self.opt = torch.optim.AdamW(params_opt, lr=cfg.lr, betas=tuple(cfg.betas),
+                                     weight_decay=cfg.weight_decay,
+                                     fused=self.device.type == "cuda")
+        self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
+                    else contextlib.nullcontext())
+        torch.manual_seed(cfg.seed * 1000 + 17 + self.dist.rank)  # per-rank dropout stream
+        self.iteration = 0
+        self.best_val = math.inf
+        self.nonfinite_run = 0
+        self.resumed_from: Path | None = None
+        self._stop_signal = False
+        self.loss_hook: Callable[[int, str, dict], dict] | None = None  # tests
+
+    # ------------------------------------------------------------------ checkpoints
+    def restore(self) -> Path | None:
+        """Resume from the run folder's latest checkpoint (when ``opts.resume``); a fresh start
+        with existing checkpoints moves the folder aside. Returns the checkpoint used."""
+        latest = ck.latest_checkpoint(self.run_dir)
+        if latest is None:
+            return None
+        if not self.opts.resume:
+            dd.barrier()
+            if self.dist.is_main:
+                moved = ck.move_aside(self.run_dir)
+                print(f"[train] fresh start: moved {self.run_dir} to {moved}", file=sys.stderr)
+            dd.barrier()
+            return None
+        payload = ck.read_train_checkpoint(latest, map_location="cpu")
+        extra = payload["extra"]
+        if extra.get("config_hash") != self.hash:
+            raise ck.CheckpointError(f"{latest}: config hash {extra.get('config_hash')} != "
+                                     f"{self.hash}")
+        self.model.load_state_dict(payload["state_dict"])
+        self.opt.load_state_dict(extra["optimizer"])
+        self.iteration = int(extra["iteration"])
+        self.best_val = float(extra["best_val"])
+        self.nonfinite_run = int(extra["nonfinite_run"])
+        rng = extra["rng"]
+        if len(rng) == self.dist.world:
+            ck.set_rng_state(rng[self.dist.rank])
+        else:
+            print(f"[train] {latest}: saved with {len(rng)} ranks, running {self.dist.world}: "
+                  "random streams reseeded (batches are unchanged)", file=sys.stderr)
+            torch.manual_seed(self.cfg.seed * 1000 + 17 + self.dist.rank + self.iteration)
+        self.resumed_from = latest
+        return latest
+
+    def _extra(self) -> dict:
+        return {
+            "kind": ck.KIND, "config_hash": self.hash, "params": self.params,
+            "char_inventory": self.char_inventory, "iteration": self.iteration,
+            "optimizer": self.opt.state_dict(),
+            "scheduler": {"kind": "pure-function-of-iteration", "iteration": self.iteration,
+                          "lr": learning_rate(max(self.iteration - 1, 0), self.cfg)},
+            "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
+        }
+
+    def save_checkpoint(self, best: bool = False) -> Path | None:
+        """Write ``ckpt-<iteration>.pt`` (and ``best.pt``) from rank 0; prune old ones."""
+        rngs = dd.gather_objects(ck.rng_state())  # collective: every rank calls
+        path = self.run_dir / ck.checkpoint_name(self.iteration)
+        if self.dist.is_main:
+            extra = self._extra() | {"rng": rngs}
+            ck.atomic_save(path, self.model, self.model_cfg, extra)
+            if best:
+                ck.atomic_save(self.run_dir / "best.pt", self.model, self.model_cfg, extra)
+            ck.prune(self.run_dir, self.cfg.keep_last)
+        dd.barrier()
+        return path
+
+    def save_best(self) -> None:
+        if self.dist.is_main:
+            extra = self._extra() | {"rng": [ck.rng_state()]}
+            ck.atomic_save(self.run_dir / "best.pt", self.model, self.model_cfg, extra)
+
+    # ------------------------------------------------------------------ one iteration
+    def train_step(self, t: int, batches: dict[str, list[CharSequenceBatch]]) -> dict:
+        """Run iteration ``t``; returns its scalar metrics (``skipped`` = 1 when not applied)."""
+        cfg = self.cfg
+        for g in self.opt.param_groups:
+            g["lr"] = learning_rate(t, cfg)
+        w = stage_weights(t, cfg)
+        vdl_bi, vdl_sent = vdl_weights(t, cfg)
+        lam = {"char": (w.char, 0.0), "bigram": (w.bigram, vdl_bi),
+               "sentence": (w.sentence, vdl_sent)}
+        active = [s for s in STREAMS if batches.get(s)]
+        micro = [(s, b) for s in active for b in batches[s]]
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        buffers = [b.detach().clone() for b in self.model.buffers()]  # BN statistics
+        sums: dict[str, float] = defaultdict(float)
+        nonfinite = False
+        n_samples = 0
+        for j, (s, b) in enumerate(micro):
+            b = b.to(self.device)
+            n_s = len(batches[s])
+            net = self.ddp if self.ddp is not None else self.model
+            sync = contextlib.nullcontext() if (self.ddp is None or j == len(micro) - 1) \
+                else self.ddp.no_sync()
+            with sync:
+                losses = stream_losses(net, b, s, cfg, self.amp)
+                if self.loss_hook is not None:
+                    losses = self.loss_hook(t, s, losses)
+                gen = losses["seq"] + lam[s][1] * losses["vdl"]
+                total = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
+                total.backward()
+            for k in ("mdn", "pen", "vdl", "seq", "style"):
+                v = float(losses[k].detach())
+                nonfinite |= not math.isfinite(v)
+                sums[f"train/{s}/{k}"] += v / n_s
+            sums["train/total"] += float(total.detach())
+            n_samples += int(b.writer_ids.shape[0])
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params_opt, cfg.grad_clip)
+        gn = float(grad_norm)
+        nonfinite = dd.any_true(nonfinite or not math.isfinite(gn), self.device)
+        if nonfinite:  # no update at all: drop the gradients, restore running statistics
+            self.opt.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for b, saved in zip(self.model.buffers(), buffers):
+                    b.copy_(saved)
+            self.nonfinite_run += 1
+        else:
+            self.opt.step()
+            self.nonfinite_run = 0
+        out = dict(sums)
+        out.update({"train/lr": learning_rate(t, cfg), "train/stage": curriculum_stage(t, cfg),
+                    "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),
+                    "samples": n_samples * self.dist.world})
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Mean held-out losses per stream (all streams) and ``val/total``."""
+        if self.val_source is None:
+            return {}
+        out: dict[str, float] = {}
+        total = 0.0
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            self.model.eval()
+            plan = stream_plan(self.cfg.stage3_start, self.cfg)
+            for s in self.val_source.data.readers:
+                acc: dict[str, float] = defaultdict(float)
+                for j in range(self.cfg.eval_batches):
+                    b = self.val_source.batch(j, s, 0, plan.batch_sizes[s]).to(self.device)
+                    losses = stream_losses(self.model, b, s, self.cfg, self.amp)
+                    for k in ("mdn", "pen", "vdl", "seq"):
+                        acc[k] += float(losses[k]) / self.cfg.eval_batches
+                out.update({f"val/{s}/{k}": v for k, v in acc.items()})
+                total += acc["seq"]
+            self.model.train()
+        out["val/total"] = total
+        return out
+
+    def render(self, path: Path) -> bool:
+        if not self.sample_lines:
+            return False
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            render_samples(self.model, self.sample_lines, path, self.cfg.seed)
+            self.model.train()
+        return True
+
+    # ------------------------------------------------------------------ the loop
+    def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002
+        self._stop_signal = True
+
+    def run(self) -> TrainResult:
+        cfg, opts = self.cfg, self.opts
+        t0 = time.perf_counter()
+        self.restore()
+        start = self.iteration
+        tracker = Tracker(self.out_dir / "dvclive" if (opts.track and self.dist.is_main) else None,
+                          resume=start > 0)
+        if start == 0:
+            tracker.log_params(self.params)
+        old_handler = None
+        try:
+            old_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+        history: list[dict] = []
+        window: dict[str, list[float]] = defaultdict(list)
+        status = "completed"
+        last: dict = {}
+        tick, samples = time.perf_counter(), 0
+        bar = None
+        if opts.progress and self.dist.is_main and start < cfg.total_iters:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.total_iters, initial=start, desc="train", unit="it",
+                       file=sys.stderr, mininterval=2.0)
+        try:
+            for t, batches in iteration_loader(self.source, start, cfg.total_iters, opts.workers):
+                m = self.train_step(t, batches)
+                self.iteration = t + 1
+                samples += m.pop("samples")
+                if opts.keep_history:
+                    history.append({"iteration": t, **m})
+                for k, v in m.items():
+                    window[k].append(v)
+                if bar is not None:
+                    bar.update(1)
+                if self.nonfinite_run > cfg.max_nonfinite_steps:
+                    status = "stopped_nonfinite"
+                    print(f"[train] {self.nonfinite_run} consecutive non-finite steps at "
+                          f"iteration {t}: stopping; the latest good checkpoint is kept",
+                          file=sys.stderr)
+                    break
+                if m["train/nonfinite_skipped"]:
+                    print(f"[train] iteration {t}: non-finite loss or gradient, step skipped",
+                          file=sys.stderr)
+                done = self.iteration == cfg.total_iters
+                if self.iteration % cfg.log_interval == 0 or done:
+                    now = time.perf_counter()
+                    last = {k: float(np.mean(v)) for k, v in window.items()}
+                    last["train/samples_per_sec"] = samples / max(now - tick, 1e-9)
+                    last["train/lr"] = m["train/lr"]
+                    last["train/stage"] = m["train/stage"]
+                    last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
+                    last = dd.mean_over_ranks(last, self.device)
+                    tracker.log(self.iteration, last)
+                    window.clear()
+                    tick, samples = now, 0
+                is_best = False
+                if self.iteration % cfg.eval_interval == 0 or done:
+                    val = self.evaluate()
+                    if val:
+                        is_best = val["val/total"] < self.best_val
+                        self.best_val = min(self.best_val, val["val/total"])
+                        tracker.log(self.iteration, val)
+                        last.update(val)
+                    if self.dist.is_main:
+                        png = self.out_dir / "samples" / f"iter_{self.iteration:08d}.png"
+                        if self.render(png):
+                            tracker.log_image(f"samples/iter_{self.iteration:08d}.png", png)
+                stop = dd.any_true(self._stop_signal, self.device)
+                sliced = opts.stop_after is not None and self.iteration >= opts.stop_after
+                if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced):
+                    self.save_checkpoint(best=is_best)
+                elif is_best:
+                    self.save_best()
+                if stop or (sliced and not done):
+                    status = "interrupted"
+                    if stop:
+                        print(f"[train] SIGTERM: checkpoint written at iteration "
+                              f"{self.iteration}; rerun to resume", file=sys.stderr)
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+            tracker.close()
+            if old_handler is not None:
+                signal.signal(signal.SIGTERM, old_handler)
+        return TrainResult(status, self.iteration, self.run_dir, self.best_val, history, last,
+                           time.perf_counter() - t0, self.hash)

@@ -1,0 +1,148 @@
+"""Training throughput per curriculum stage, and the fp32 reference-step check.
+
+    python scripts/bench_train.py --profile paper --iters 3 [--device cuda] [--threads N]
+    python scripts/bench_train.py --profile demo --iters 10
+
+``paper``: the ModelConfig defaults (hidden 512, 8 heads, K = 20, ResNet18 style encoder) with
+a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
+no download is possible offline) and the TrainConfig defaults (batches 64 / 64 / 16 x 4).
+``demo``: the ``model`` and ``train`` sections of params.yaml. Batches are synthetic with
+realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence windows of
+``sentence_max_chars`` (or 40) characters with words of 3-7 letters and two-point spaces,
+``style_refs`` 64 x 64 references per sample. Prints the median seconds per iteration and
+iterations per second of each stage (one untimed warm-up iteration first), then the
+reference-step check: two trainers built with the same seed give bit-identical fp32 losses on
+the same batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cashg.config import ModelConfig, TrainConfig
+from cashg.model.batch import SequenceSample, collate
+from cashg.params import load_section
+from cashg.training.schedules import stream_plan
+from cashg.training.trainer import RunOptions, Trainer
+
+
+class _NoData:
+    """Stands in for SplitData: the benchmark feeds synthetic batches itself."""
+
+    readers: dict = {}
+    dir = Path(".")
+
+
+def _char(rng: np.random.Generator, n: int, last_pen: int = 3) -> np.ndarray:
+    a = np.zeros((n, 3), np.float32)
+    a[:, :2] = rng.normal(0, 0.03, (n, 2))
+    a[n // 2, 2] = 1 if n > 12 else 0
+    a[-1, 2] = last_pen
+    return a
+
+
+def synthetic(rng, stream: str, b: int, cfg: TrainConfig, size: int):
+    """A realistic synthetic batch of ``b`` samples of ``stream`` (distinct writers)."""
+    samples = []
+    for w in range(b):
+        if stream == "char":
+            text, chars, target = "a", [_char(rng, int(rng.integers(15, 26)))], None
+        elif stream == "bigram":
+            text = "ab"
+            chars = [_char(rng, int(rng.integers(15, 26)), 2), _char(rng, int(rng.integers(15, 26)))]
+            target = [False, True]
+        else:
+            n = cfg.sentence_max_chars or 40
+            text, chars = "", []
+            while len(text) < n:
+                word = "x" * int(rng.integers(3, 8))
+                text += word + " "
+            text = text[:n]
+            for c in text:
+                chars.append(_char(rng, 2) if c == " " else _char(rng, int(rng.integers(12, 24))))
+            target = None
+        refs = rng.random((cfg.style_refs, size, size)).astype(np.float32)
+        samples.append(SequenceSample(text, chars, refs, w, target=target))
+    return collate(samples)
+
+
+def iteration_batches(t: int, cfg: TrainConfig, size: int, seed: int):
+    rng = np.random.default_rng([seed, t])
+    plan = stream_plan(t, cfg)
+    return {s: [synthetic(rng, s, plan.batch_sizes[s], cfg, size) for _ in range(n)]
+            for s, n in plan.micro_batches.items() if n}
+
+
+def make_trainer(model_cfg, cfg, device: str) -> Trainer:
+    return Trainer(model_cfg, cfg, _NoData(), Path("/tmp/bench_train_unused"),
+                   RunOptions(device=device, track=False, progress=False))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=("paper", "demo"), default="demo")
+    ap.add_argument("--iters", type=int, default=5, help="timed iterations per stage")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--stages", default="1,2,3")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.profile == "paper":
+        model_cfg = ModelConfig(text_backbone="random-canine")
+        cfg = TrainConfig()
+    else:
+        model_cfg, cfg = load_section("model"), load_section("train")
+    trainer = make_trainer(model_cfg, cfg, args.device)
+    if args.bf16:
+        trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
+    from cashg.model.cashg_model import count_parameters
+
+    print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
+          f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}")
+    starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
+    size = model_cfg.style_image_size
+    for stage in (int(s) for s in args.stages.split(",")):
+        t0 = starts[stage]
+        plan = stream_plan(t0, cfg)
+        times = []
+        for k in range(args.iters + 1):
+            batches = iteration_batches(t0 + k, cfg, size, 0)
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            a = time.perf_counter()
+            trainer.train_step(t0 + k, batches)
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            if k:
+                times.append(time.perf_counter() - a)
+        med = statistics.median(times)
+        print(f"stage {stage}: micro-batches {plan.micro_batches} sizes {plan.batch_sizes}: "
+              f"median {med:.3f} s/it = {1 / med:.2f} it/s over {len(times)} iterations "
+              f"(min {min(times):.3f}, max {max(times):.3f})")
+    # reference step: same seed, same batches -> identical fp32 losses
+    ref = dataclasses.replace(cfg)
+    t_ref = cfg.stage3_start if "3" in args.stages else 0
+    runs = []
+    for _ in range(2):
+        tr = make_trainer(model_cfg, ref, args.device)
+        m = tr.train_step(t_ref, iteration_batches(t_ref, ref, size, 1))
+        runs.append({k: v for k, v in m.items() if k.startswith("train/") and "/" in k[6:]})
+    same = runs[0] == runs[1]
+    print(f"reference step (iteration {t_ref}, fp32): losses identical across two runs: {same}")
+    for k in sorted(runs[0]):
+        print(f"  {k} = {runs[0][k]:.8f}")
+    if not same:
+        raise SystemExit("reference step: losses differ")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""Curriculum training: schedules, batches, checkpoints, exact resume, NaN guard, SIGTERM, stages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from cashg.config import GenerateConfig, TrainConfig
+from cashg.ink import read_ink, write_ink
+from cashg.model.checkpoint import load_model
+from cashg.model.presets import TINY
+from cashg.params import build
+from cashg.training import checkpoint as ck
+from cashg.training.cli import open_data
+from cashg.training.data import BatchSource, crop_sentence, word_spans
+from cashg.training.schedules import (
+    check_schedule,
+    curriculum_stage,
+    learning_rate,
+    stage_weights,
+    stream_plan,
+    vdl_weights,
+)
+from cashg.training.trainer import RunOptions, Trainer
+from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+from preprocessing.subsets.build import build_benchmark
+from preprocessing.subsets.synthetic import synthetic_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = TrainConfig()
+TINY_TRAIN = TrainConfig(
+    total_iters=8, stage2_start=3, stage3_start=5, lr=3e-3, warmup_iters=2,
+    stage_warmup_iters=2, batch_char=3, batch_bigram=3, batch_sentence=2, sentence_accum=2,
+    vdl_sentence_warmup_start=5, vdl_sentence_warmup_end=7, style_refs=2,
+    sentence_max_chars=12, val_writers=1, log_interval=2, eval_interval=4, eval_batches=1,
+    sample_lines=1, sample_max_chars=6, checkpoint_interval=4, keep_last=2,
+    max_nonfinite_steps=2,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def subsets(tmp_path_factory) -> Path:
+    """Tiny benchmark: 6 synthetic writers (0-3 train, 4-5 test), 3 sentences each."""
+    root = tmp_path_factory.mktemp("train_subsets")
+    inp = root / "brush.h5"
+    write_ink(inp, synthetic_corpus("brush", 6, 3, seed=3, words=(3, 8)))
+    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
+                                "style": {"per_writer": 4}})
+    bench = BenchmarkConfig({"brush": SourceSplitConfig("writer_range", (0, 3), (4, 5))})
+    build_benchmark("toy", bench, cfg, {"brush": inp}, {}, root / "toy", progress=False)
+    return root / "toy"
+
+
+def make_trainer(subsets: Path, out: Path, cfg: TrainConfig = TINY_TRAIN, **opts) -> Trainer:
+    train, val, _, files = open_data(subsets, cfg, cache=True)
+    options = RunOptions(device="cpu", track=False, progress=False, keep_history=True)
+    options = dataclasses.replace(options, **opts)
+    return Trainer(TINY, cfg, train, out, options, val_data=val,
+                   data_fingerprint=ck.data_fingerprint(files), char_inventory=["a"])
+
+
+# ---------------------------------------------------------------- schedules (paper numbers)
+def test_curriculum_stages_and_weights_are_the_papers():
+    assert [curriculum_stage(t, PAPER) for t in (0, 9_999, 10_000, 49_999, 50_000, 999_999)] \
+        == [1, 1, 2, 2, 3, 3]
+    assert stage_weights(0, PAPER) == PAPER.stage1
+    assert (PAPER.stage1.char, PAPER.stage1.style) == (1.0, 1.0)
+    w2, w3 = stage_weights(10_000, PAPER), stage_weights(50_000, PAPER)
+    assert (w2.char, w2.bigram, w2.sentence, w2.style) == (0.3, 1.0, 0.0, 0.3)
+    assert (w3.char, w3.bigram, w3.sentence, w3.style) == (0.3, 0.5, 1.0, 0.2)
+    ratios = [tuple(stream_plan(t, PAPER).micro_batches.values()) for t in (5, 20_000, 60_000)]
+    assert ratios == [(1, 0, 0), (1, 1, 0), (1, 1, 4)]
+    assert stream_plan(0, PAPER).batch_sizes == {"char": 64, "bigram": 64, "sentence": 16}
+
+
+def test_learning_rate_warmups():
+    lr = PAPER.lr
+    assert learning_rate(0, PAPER) == pytest.approx(lr / 30_000)
+    assert learning_rate(14_999, PAPER) == pytest.approx(lr * 15_000 / 30_000)
+    assert learning_rate(29_999, PAPER) == pytest.approx(lr)
+    # stage 2 starts inside the initial warm-up: both ramps multiply
+    assert learning_rate(10_000, PAPER) == pytest.approx(lr * 10_001 / 30_000 / 1_000)
+    assert learning_rate(10_999, PAPER) == pytest.approx(lr * 11_000 / 30_000)
+    assert learning_rate(49_999, PAPER) == pytest.approx(lr)
+    assert learning_rate(50_000, PAPER) == pytest.approx(lr / 1_000)  # re-warm-up
+    assert learning_rate(50_499, PAPER) == pytest.approx(lr * 0.5)
+    assert learning_rate(51_000, PAPER) == pytest.approx(lr)
+    assert learning_rate(999_999, PAPER) == pytest.approx(lr)
+
+
+def test_vdl_schedule_matches_appendix_formula():
+    assert vdl_weights(5_000, PAPER) == (0.0, 0.0)
+    assert vdl_weights(10_000, PAPER) == (0.01, 0.0)
+    assert vdl_weights(49_999, PAPER) == (0.01, 0.0)
+    assert vdl_weights(50_000, PAPER) == (0.0, 0.0)
+    assert vdl_weights(59_999, PAPER) == (0.0, 0.0)
+    assert vdl_weights(60_000, PAPER)[1] == 0.0
+    assert vdl_weights(65_000, PAPER)[1] == pytest.approx(0.02 * 0.25)
+    assert vdl_weights(79_999, PAPER)[1] == pytest.approx(0.02 * 19_999 / 20_000)
+    assert vdl_weights(80_000, PAPER)[1] == pytest.approx(0.02)
+    assert vdl_weights(900_000, PAPER)[1] == pytest.approx(0.02)
+    both = dataclasses.replace(PAPER, vdl_bigram_in_stage3=True)
+    assert vdl_weights(70_000, both)[0] == 0.01
+
+
+def test_bad_schedule_is_rejected():
+    with pytest.raises(ValueError, match="stage2_start"):
+        check_schedule(dataclasses.replace(PAPER, stage2_start=60_000))
+    with pytest.raises(ValueError, match="batch_char"):
+        check_schedule(dataclasses.replace(PAPER, batch_char=0))
+
+
+# ---------------------------------------------------------------- data
+def test_batches_are_pure_functions_and_writer_unique(subsets):
+    train, _, _, _ = open_data(subsets, TINY_TRAIN, cache=False)
+    a, b = BatchSource(train, TINY_TRAIN), BatchSource(train, TINY_TRAIN)
+    for stream in ("char", "bigram", "sentence"):
+        x, y = a.batch(7, stream, 1, 3), b.batch(7, stream, 1, 3)
+        assert torch.equal(x.deltas, y.deltas) and torch.equal(x.style_images, y.style_images)
+        assert len(set(x.writer_ids.tolist())) == len(x.writer_ids)  # each writer once
+        # every sample starts at x = 0 (first delta is (0, y0))
+        assert torch.all(x.deltas[:, 0, 0, 0] == 0)
+    assert not np.array_equal(a.indices(1, "bigram", 0, 3), a.indices(2, "bigram", 0, 3))
+    bi = a.batch(3, "bigram", 0, 3)
+    assert bi.target_mask[:, 0].sum() == 0 and bi.target_mask[:, 1].all()
+    # DDP sharding: the ranks' slices partition the global writer-unique batch
+    shards = [BatchSource(train, TINY_TRAIN, rank=r, world=2).indices(5, "char", 0, 3)
+              for r in range(2)]
+    whole = BatchSource(train, TINY_TRAIN).indices(5, "char", 0, 3)
+    assert sorted(np.concatenate(shards).tolist()) == sorted(whole.tolist())
+    assert not set(shards[0].tolist()) & set(shards[1].tolist())
+
+
+def test_crop_sentence_keeps_whole_words():
+    text = "ab cde f"
+    ci = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7])
+    xy = np.stack([np.arange(16.0), np.linspace(0, 1, 16)], 1)
+    pen = np.zeros(16)
+    pen[1::2] = 3
+    assert word_spans(text) == [(0, 2), (3, 6), (7, 8)]
+    for seed in range(6):
+        t, chars = crop_sentence(text, xy, pen, ci, 6, np.random.default_rng(seed))
+        assert t in ("ab cde", "cde f", "f") and len(chars) == len(t)
+        assert chars[0][0, 0] == 0.0  # translated to x = 0
+    t, chars = crop_sentence(text, xy, pen, ci, 0, np.random.default_rng(0))
+    assert t == text
+
+
+# ---------------------------------------------------------------- checkpoints
+def test_config_hash_ignores_bookkeeping_only():
+    h = ck.config_hash(TINY, TINY_TRAIN, "d")
+    assert h == ck.config_hash(TINY, dataclasses.replace(TINY_TRAIN, total_iters=99,
+                                                         eval_interval=7), "d")
+    assert h != ck.config_hash(TINY, dataclasses.replace(TINY_TRAIN, lr=1e-4), "d")
+    assert h != ck.config_hash(dataclasses.replace(TINY, bi_swt=False), TINY_TRAIN, "d")
+    assert h != ck.config_hash(TINY, TINY_TRAIN, "other data")
+
+
+def test_prune_and_move_aside(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for it in (4, 8, 12):
+        (run / ck.checkpoint_name(it)).write_bytes(b"x")
+    (run / "best.pt").write_bytes(b"x")
+    ck.prune(run, 2)
+    assert [i for i, _ in ck.list_checkpoints(run)] == [8, 12] and (run / "best.pt").exists()
+    moved = ck.move_aside(run)
+    assert moved.name == "run.prev-1" and not run.exists()
+    assert sorted(p.name for p in moved.iterdir()) == ["best.pt", "ckpt-00000008.pt",
+                                                       "ckpt-00000012.pt"]
+
+
+# ---------------------------------------------------------------- exact resume
+def test_interrupted_and_resumed_run_matches_uninterrupted(subsets, tmp_path):
+    full = make_trainer(subsets, tmp_path / "a").run()
+    assert full.status == "completed" and full.iteration == 8
+    first = make_trainer(subsets, tmp_path / "b", stop_after=4).run()
+    assert first.status == "interrupted" and first.iteration == 4
+    second_t = make_trainer(subsets, tmp_path / "b")
+    second = second_t.run()
+    assert second_t.resumed_from.name == "ckpt-00000004.pt"
+    assert second.status == "completed"
+    resumed = first.history + second.history
+    assert [h["iteration"] for h in resumed] == list(range(8))
+    for u, r in zip(full.history, resumed):
+        assert u == r, (u, r)  # bit-identical losses, lr, grad norms
+    print("\nexact resume: iteration, total loss (uninterrupted | 4 + resume 4)")
+    for u, r in zip(full.history, resumed):
+        print(f"  {u['iteration']}  {u['train/total']:.9f} | {r['train/total']:.9f}")
+    # the streams of the curriculum were all exercised
+    assert "train/sentence/seq" in full.history[-1] and "train/bigram/seq" in full.history[3]
+    a = torch.load(full.run_dir / "ckpt-00000008.pt", weights_only=True)["state_dict"]
+    b = torch.load(second.run_dir / "ckpt-00000008.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # keep-last-2 and best
+    names = sorted(p.name for p in full.run_dir.iterdir())
+    assert names == ["best.pt", "ckpt-00000004.pt", "ckpt-00000008.pt"]
+    model, cfg, extra = load_model(full.run_dir / "best.pt")  # self-describing
+    assert cfg == TINY and extra["kind"] == ck.KIND and extra["iteration"] in (4, 8)
+
+
+def test_fresh_start_moves_old_run_aside(subsets, tmp_path):
+    cfg = dataclasses.replace(TINY_TRAIN, total_iters=2, checkpoint_interval=2, eval_interval=2)
+    make_trainer(subsets, tmp_path, cfg).run()
+    again = make_trainer(subsets, tmp_path, cfg, resume=False)
+    res = again.run()
+    assert again.resumed_from is None and res.iteration == 2
+    assert (tmp_path / "checkpoints" / f"{again.hash}.prev-1" / "ckpt-00000002.pt").exists()
+
+
+# ---------------------------------------------------------------- NaN guard
+def test_nonfinite_loss_skips_the_step(subsets, tmp_path, capsys):
+    trainer = make_trainer(subsets, tmp_path, dataclasses.replace(TINY_TRAIN, total_iters=4))
+    states = {}
+
+    def hook(t, stream, losses):
+        if t not in states:  # parameters at the start of iteration t
+            states[t] = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+        if t == 1:
+            losses = dict(losses, seq=losses["seq"] * float("nan"))
+        return losses
+
+    trainer.loss_hook = hook
+    res = trainer.run()
+    skipped = [h["train/nonfinite_skipped"] for h in res.history]
+    assert skipped == [0.0, 1.0, 0.0, 0.0] and res.status == "completed"
+    assert "iteration 1: non-finite loss" in capsys.readouterr().err
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    assert not same(states[0], states[1])  # iteration 0 updated the weights
+    assert same(states[1], states[2])  # the NaN iteration did not
+    assert not same(states[2], states[3])
+    assert math.isfinite(res.history[2]["train/total"])
+
+
+def test_too_many_nonfinite_steps_stop_keeping_last_good_checkpoint(subsets, tmp_path):
+    trainer = make_trainer(subsets, tmp_path)  # max_nonfinite_steps = 2, checkpoint every 4
+
+    def hook(t, stream, losses):
+        return dict(losses, style=losses["style"] + float("inf")) if t >= 5 else losses
+
+    trainer.loss_hook = hook
+    res = trainer.run()
+    assert res.status == "stopped_nonfinite"
+    assert [h["train/nonfinite_skipped"] for h in res.history] == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert [i for i, _ in ck.list_checkpoints(res.run_dir)] == [4]
+
+
+# ---------------------------------------------------------------- stage commands
+def write_params(path: Path, train: TrainConfig) -> Path:
+    data = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    data.update({"model": ck.as_plain(TINY), "train": ck.as_plain(train),
+                 "generate": ck.as_plain(GenerateConfig(batch_size=2, n_refs=2, plot_lines=2,
+                                                        limit=3, max_char_points=12))})
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def run_module(args: list[str], **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
+    params = write_params(tmp_path / "params.yaml",
+                          dataclasses.replace(TINY_TRAIN, total_iters=4, log_interval=1))
+    out = tmp_path / "train"
+    r = run_module(["cashg.training.stage", "--benchmark", "toy", "--data", str(subsets),
+                    "--out", str(out), "--params", str(params), "--device", "cpu",
+                    "--threads", "1", "--set", "model.gated_fusion=false", "--no-progress"])
+    assert r.returncode == 0, r.stderr
+    model, cfg, extra = load_model(out / "model.pt")
+    assert cfg.gated_fusion is False and extra["iteration"] == 4 and extra["char_inventory"]
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 4
+    metrics = json.loads((out / "dvclive" / "metrics.json").read_text())
+    assert "val" in metrics and "train" in metrics
+    assert (out / "dvclive" / "plots" / "metrics" / "train" / "char" / "mdn.tsv").is_file()
+    assert list((out / "dvclive" / "plots" / "images").rglob("*.png"))
+    gen = tmp_path / "gen"
+    r = run_module(["cashg.training.generate_stage", "--checkpoint", str(out / "model.pt"),
+                    "--gt", str(subsets / "test" / "gt.h5"), "--style",
+                    str(subsets / "test" / "style.h5"), "--out", str(gen), "--params",
+                    str(params), "--device", "cpu", "--no-progress"])
+    assert r.returncode == 0, r.stderr
+    pred, gt = read_ink(gen / "pred.h5"), read_ink(subsets / "test" / "gt.h5")
+    ids = sorted(gt)[:3]
+    assert sorted(pred) == ids
+    assert all(pred[i].writer_id == gt[i].writer_id and pred[i].text == gt[i].text for i in ids)
+    assert (gen / "lines.png").stat().st_size > 0
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(subsets, tmp_path):
+    params = write_params(tmp_path / "params.yaml", dataclasses.replace(
+        TINY_TRAIN, total_iters=100_000, stage2_start=50_000, stage3_start=60_000,
+        log_interval=1, eval_interval=100_000, checkpoint_interval=100_000))
+    out = tmp_path / "train"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cashg.training.stage", "--benchmark", "toy", "--data",
+         str(subsets), "--out", str(out), "--params", str(params), "--device", "cpu",
+         "--threads", "1", "--no-progress"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    metrics = out / "dvclive" / "metrics.json"
+    deadline = time.time() + 90
+    while not metrics.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert metrics.exists(), proc.stderr.read() if proc.poll() is not None else "no metrics"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "SIGTERM: checkpoint written" in err and "Traceback" not in err
+    ckpts = list((out / "checkpoints").glob("*/ckpt-*.pt"))
+    assert len(ckpts) == 1
+    it = ck.read_train_checkpoint(ckpts[0])["extra"]["iteration"]
+    assert it >= 1 and not (out / "model.pt").exists()
+    assert math.isfinite(json.loads(metrics.read_text())["train"]["total"])
