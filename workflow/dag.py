@@ -92,3 +92,39 @@ def load_stages(root: str | Path = ".") -> list[StageSpec]:
 
 def _rel(path: str) -> str:
     return str(Path(path).as_posix()).rstrip("/")
+
+
+def _output_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(f for f in p.rglob("*") if f.is_file() or f.is_dir())
+            files.append(p)
+        elif p.exists():
+            files.append(p)
+    return files
+
+
+def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[str]:
+    """Write ``dvc.lock`` entries for every stage whose outputs all exist (after Snakemake ran).
+
+    ``dvc commit`` re-links committed outputs from the DVC cache, which gives them new
+    modification times; Snakemake decides what is outdated by modification time, so the times
+    are restored afterwards (otherwise the next Snakemake run would redo downstream stages).
+    Returns the committed stage names.
+    """
+    import os
+    import subprocess
+
+    root = Path(root)
+    done = [s for s in stages if all((root / o.path).exists() for o in s.outs)]
+    if not done:
+        return []
+    files = _output_files([str(root / o.path) for s in done for o in s.outs])
+    times = {f: f.stat() for f in files}
+    subprocess.run(["dvc", "commit", "--force", "--quiet", *[s.name for s in done]],
+                   cwd=root, check=True)
+    for f, st in times.items():
+        if f.exists():
+            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    return [s.name for s in done]

@@ -4,6 +4,7 @@ import sys
 
 sys.path.insert(0, workflow.basedir)
 from workflow.dag import load_stages
+from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 
 DVC_STAGES = load_stages(workflow.basedir)
 
@@ -37,9 +38,8 @@ def all_stage_outputs():
 
 
 def record_in_dvc_lock():
-    """Write dvc.lock for every stage whose outputs exist, so `dvc repro` agrees it is done."""
+    """After a successful run, record finished stages in dvc.lock (see workflow/dag.py)."""
     import os
 
-    done = [s.name for s in DVC_STAGES if all(os.path.exists(o.path) for o in s.outs)]
-    if done and not os.environ.get("CASHG_NO_DVC_COMMIT"):
-        shell("dvc commit --force --quiet " + " ".join(f"'{n}'" for n in done))
+    if not os.environ.get("CASHG_NO_DVC_COMMIT"):
+        record_stages_in_dvc_lock(DVC_STAGES, workflow.basedir)
