@@ -89,7 +89,6 @@ class EvaluateConfig:
     sdt_radius: int = 1  # FastDTW radius of the SDT-style variant
     olhwg_rdp_epsilon: float = 0.02  # RDP epsilon of the OLHWG-style variant
     olhwg_radius: int = 1  # FastDTW radius of the OLHWG-style variant
-    workers: int = 2  # numba threads for DTW
     plot_sentences: int = 4  # sentences in the GT-vs-prediction grid
     perturb: PerturbConfig = PerturbConfig()
 

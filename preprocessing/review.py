@@ -110,6 +110,38 @@ class ReviewReport:
             Path(json_path).write_text(json.dumps(self.summary(), indent=2) + "\n")
 
 
+class ProblemSink:
+    """Routes one file's problems to a review report, or raises ``error`` when there is none.
+
+    Parsers take an optional report: with one, every problem is a row and parsing goes on;
+    without one (library use), the first rejection raises an error naming file and sample.
+    """
+
+    def __init__(self, report: ReviewReport | None, source: str,
+                 error: type[Exception] = ValueError) -> None:
+        self.report = report
+        self.source = source
+        self.error = error
+
+    def reject(self, sample: str, reason: str, detail: str = "") -> None:
+        if self.report is None:
+            raise self.error(f"{self.source}: {sample}: {reason}: {detail}")
+        self.report.reject(self.source, sample, reason, detail)
+
+    def warn(self, sample: str, reason: str, detail: str = "") -> None:
+        if self.report is not None:
+            self.report.warn(self.source, sample, reason, detail)
+
+    def fix(self, sample: str, reason: str, detail: str = "") -> None:
+        if self.report is not None:
+            self.report.fix(self.source, sample, reason, detail)
+
+    def count(self, seen: int = 0, kept: int = 0) -> None:
+        if self.report is not None:
+            self.report.seen += seen
+            self.report.kept += kept
+
+
 def read_review_csv(path: str | Path) -> list[ReviewRow]:
     with Path(path).open(newline="", encoding="utf-8") as fh:
         return [ReviewRow(**row) for row in csv.DictReader(fh)]

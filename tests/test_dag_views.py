@@ -31,6 +31,15 @@ def _copy_pipeline(tmp_path: Path) -> Path:
     return root
 
 
+def _tiny_dvc_repo(tmp_path: Path, dvc_yaml: str) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
+    (root / "params.yaml").write_text("a: {b: 1}\n")
+    (root / "dvc.yaml").write_text(textwrap.dedent(dvc_yaml))
+    return root
+
+
 def test_repository_views_agree():
     result = _check(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -50,17 +59,13 @@ def test_param_edit_reaches_both_views(tmp_path):
 
 
 def test_divergent_snakefile_is_detected(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
-    (root / "params.yaml").write_text("a: {b: 1}\n")
-    (root / "dvc.yaml").write_text(textwrap.dedent("""\
+    root = _tiny_dvc_repo(tmp_path, """\
         stages:
           make:
             cmd: echo hi > out.txt
             params: [a]
             outs: [out.txt]
-        """))
+        """)
     (root / "Snakefile").write_text(textwrap.dedent("""\
         rule make:
             output: "other.txt"
@@ -80,3 +85,32 @@ def test_diff_reports_every_field():
     for word in ("cmd differ", "inputs differ", "directories differ", "params differ",
                  "t: a Snakemake rule but not a DVC stage", "u: in dvc.yaml but not"):
         assert word in text
+
+
+def test_recording_in_dvc_lock_keeps_output_times(tmp_path):
+    """After Snakemake runs, dvc.lock is written without making outputs look newer."""
+    from workflow.dag import load_stages, record_in_dvc_lock
+
+    root = _tiny_dvc_repo(tmp_path, """\
+        stages:
+          make:
+            cmd: mkdir -p out && echo hi > out/x.txt && echo 1 > single.txt
+            params: [a]
+            outs: [out, single.txt]
+          later:
+            cmd: echo never > never.txt
+            outs: [never.txt]
+        """)
+    subprocess.run("mkdir -p out && echo hi > out/x.txt && echo 1 > single.txt", shell=True,
+                   cwd=root, check=True)
+    import os
+    old = 1_600_000_000_000_000_000
+    for p in (root / "out/x.txt", root / "out", root / "single.txt"):
+        os.utime(p, ns=(old, old))
+    done = record_in_dvc_lock(load_stages(root), root)
+    assert done == ["make"]  # "later" has no outputs yet and is left alone
+    assert "make" in (root / "dvc.lock").read_text()
+    for p in (root / "out/x.txt", root / "out", root / "single.txt"):
+        assert p.stat().st_mtime_ns == old, p
+    status = subprocess.run(["dvc", "status", "make"], cwd=root, capture_output=True, text=True)
+    assert "up to date" in status.stdout

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--infer-cursive", action="store_true", default=None,
                         help="derive predicted CURSIVE_EOC labels with the distance heuristic")
     parser.add_argument("--dtw-variant", choices=["exact", "sdt", "olhwg"], default=None)
-    parser.add_argument("--workers", type=int, default=None, help="DTW threads")
+    parser.add_argument("--workers", type=int, default=None, help="DTW threads (a runtime knob; default 2)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--method", default=None, help="method name for table.md")
     parser.add_argument("--no-progress", action="store_true")

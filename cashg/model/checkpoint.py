@@ -46,8 +46,8 @@ def save_model_checkpoint(path: str | Path, model: CASHG, model_config: ModelCon
     torch.save(payload, path)
 
 
-def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
-    """``(model, config, extra)`` from a checkpoint; the model is in eval mode."""
+def read_payload(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The raw checkpoint dictionary, loaded with ``weights_only`` (no arbitrary pickles)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
@@ -57,6 +57,13 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
         raise CheckpointError(f"{path}: not a loadable checkpoint ({exc})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a {FORMAT} checkpoint")
+    return payload
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
+    """``(model, config, extra)`` from a checkpoint; the model is in eval mode."""
+    path = Path(path)
+    payload = read_payload(path, map_location)
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} != {VERSION}")
     cfg = build(ModelConfig, payload["model_config"], f"{path}: model_config")

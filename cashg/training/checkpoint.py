@@ -33,7 +33,11 @@ import torch
 
 from cashg.config import ModelConfig, TrainConfig
 from cashg.model.cashg_model import CASHG
-from cashg.model.checkpoint import FORMAT, CheckpointError, save_model_checkpoint
+from cashg.model.checkpoint import (
+    CheckpointError,
+    read_payload,
+    save_model_checkpoint,
+)
 
 KIND = "cashg-train-state"
 CKPT_RE = re.compile(r"^ckpt-(\d{8})\.pt$")
@@ -162,12 +166,7 @@ def move_aside(run_dir: Path) -> Path | None:
 
 def read_train_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
     """The payload of a training checkpoint (``weights_only`` load); raises CheckpointError."""
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:
-        raise CheckpointError(f"{path}: not a loadable checkpoint ({exc})") from exc
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a {FORMAT} checkpoint")
+    payload = read_payload(path, map_location)
     extra = payload.get("extra", {})
     if extra.get("kind") != KIND:
         raise CheckpointError(f"{path}: a model file, not a training checkpoint")

@@ -54,7 +54,7 @@ import numpy as np
 from preprocessing.config import DatasetConfig
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.records import InkRecord, record_from_strokes
-from preprocessing.review import ReviewReport
+from preprocessing.review import ProblemSink, ReviewReport
 
 POT_SUFFIX = ".pot"
 PTTS_SUFFIX = ".ptts"
@@ -71,33 +71,8 @@ class CasiaFormatError(ValueError):
     """A CASIA file that cannot be read as its format (raised in strict mode, no report)."""
 
 
-class _Sink:
-    """Routes problems to a review report, or raises on rejections when there is none."""
-
-    def __init__(self, report: ReviewReport | None, source: str) -> None:
-        self.report = report
-        self.source = source
-
-    def reject(self, sample: str, reason: str, detail: str = "") -> None:
-        if self.report is None:
-            raise CasiaFormatError(f"{self.source}: {sample}: {reason}: {detail}")
-        self.report.reject(self.source, sample, reason, detail)
-
-    def warn(self, sample: str, reason: str, detail: str = "") -> None:
-        if self.report is not None:
-            self.report.warn(self.source, sample, reason, detail)
-
-    def fix(self, sample: str, reason: str, detail: str = "") -> None:
-        if self.report is not None:
-            self.report.fix(self.source, sample, reason, detail)
-
-    def seen(self, n: int = 1) -> None:
-        if self.report is not None:
-            self.report.seen += n
-
-    def kept(self, n: int = 1) -> None:
-        if self.report is not None:
-            self.report.kept += n
+def _sink(report: ReviewReport | None, source: str) -> ProblemSink:
+    return ProblemSink(report, source, CasiaFormatError)
 
 
 def writer_id_from_name(path: str | Path) -> str:
@@ -174,7 +149,7 @@ class PotSample:
 
 def iter_pot(data: bytes, source: str, report: ReviewReport | None = None) -> Iterator[PotSample]:
     """Walk the records of one ``.pot`` file's bytes (see the module docstring for framing)."""
-    sink = _Sink(report, source)
+    sink = _sink(report, source)
     n = len(data)
     i16 = np.frombuffer(data, dtype="<i2", count=n // 2)  # all fields are 2-byte aligned
     u16 = struct.Struct("<H")
@@ -207,7 +182,7 @@ def iter_pot(data: bytes, source: str, report: ReviewReport | None = None) -> It
             # zero padding after the last record is not a record
             sink.warn("*", "trailing_padding", f"{n - off} zero bytes at the end")
             return
-        sink.seen()
+        sink.count(seen=1)
         if off + _POT_HEAD > n:
             sink.reject(sample, "truncated_record", f"{n - off} bytes left, header needs 8")
             return
@@ -264,7 +239,7 @@ def iter_pot(data: bytes, source: str, report: ReviewReport | None = None) -> It
                 "stroke_count_mismatch",
                 f"header says {stroke_count}, markers give {n_marked}",
             )
-        sink.kept()
+        sink.count(kept=1)
         yield PotSample(index, off, char, points, stroke_index)
         off, index = end, index + 1
 
@@ -436,7 +411,7 @@ def parse_text_page(
     read. Counts: each declared line is one ``seen`` sample; lines lost to truncation are
     rejected rows; a page whose strokes cannot be read counts as one rejected sample ``*``.
     """
-    sink = _Sink(report, source)
+    sink = _sink(report, source)
     cur = _Cursor(data)
     try:
         header, fallback = _read_text_header(cur)
@@ -449,7 +424,7 @@ def parse_text_page(
             cur.take(4 * k)
         line_count = cur.u16()
     except (_Truncated, ValueError) as exc:
-        sink.seen()
+        sink.count(seen=1)
         reason = "truncated_file" if isinstance(exc, _Truncated) else "bad_header"
         sink.reject("*", reason, str(exc))
         return None, [], []
@@ -458,7 +433,7 @@ def parse_text_page(
         for pos, k in spans
     ]
     lines: list[TextLine] = []
-    sink.seen(line_count)
+    sink.count(seen=line_count)
     for li in range(line_count):
         try:
             ids = cur.u16_array(cur.u16())
@@ -484,7 +459,7 @@ def _line_record(
     line: TextLine,
     header: TextHeader,
     strokes: list[np.ndarray],
-    sink: _Sink,
+    sink: ProblemSink,
     *,
     dataset: str,
     writer: str,
@@ -571,7 +546,7 @@ def text_line_records(
     path = Path(path)
     source = str(path) if source is None else source
     dataset = dataset or ("casia_ptts" if segmented else "casia_wptt")
-    sink = _Sink(report, source)
+    sink = _sink(report, source)
     header, strokes, lines = parse_text_page(path.read_bytes(), source, segmented, report)
     if header is None:
         return
@@ -580,7 +555,7 @@ def text_line_records(
     for line in lines:
         rec = _line_record(line, header, strokes, sink, dataset=dataset, writer=writer, stem=stem)
         if rec is not None:
-            sink.kept()
+            sink.count(kept=1)
             yield rec
 
 

@@ -50,7 +50,7 @@ from preprocessing.config import DatasetConfig
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.parsers.safe_pickle import RestrictedUnpickler, UnsafePickleError
 from preprocessing.records import InkRecord
-from preprocessing.review import ReviewReport
+from preprocessing.review import ProblemSink, ReviewReport
 
 DATASET = "deepwriting"
 KNOWN_OPS = (
@@ -252,24 +252,8 @@ def segment_chunk(
 # reading
 
 
-class _Sink:
-    def __init__(self, report: ReviewReport | None, source: str) -> None:
-        self.report = report
-        self.source = source
-
-    def reject(self, sample: str, reason: str, detail: str = "") -> None:
-        if self.report is None:
-            raise DeepWritingFormatError(f"{self.source}: {sample}: {reason}: {detail}")
-        self.report.reject(self.source, sample, reason, detail)
-
-    def warn(self, sample: str, reason: str, detail: str = "") -> None:
-        if self.report is not None:
-            self.report.warn(self.source, sample, reason, detail)
-
-    def count(self, seen: int = 0, kept: int = 0) -> None:
-        if self.report is not None:
-            self.report.seen += seen
-            self.report.kept += kept
+def _sink(report: ReviewReport | None, source: str) -> ProblemSink:
+    return ProblemSink(report, source, DeepWritingFormatError)
 
 
 def _per_sample(arr: np.ndarray, i: int) -> np.ndarray:
@@ -287,7 +271,7 @@ def _as_str(v: object) -> str:
     return str(v)
 
 
-def _pen_check(jump_at: list[float], jump_after: list[float], sink: _Sink) -> None:
+def _pen_check(jump_at: list[float], jump_after: list[float], sink: ProblemSink) -> None:
     """Warn when strokes seem to start (not end) at pen == 1 points (stroke split would be off)."""
     if len(jump_at) >= 20:
         at, after = float(np.median(jump_at)), float(np.median(jump_after))
@@ -313,7 +297,7 @@ def read_npz(
     """
     path = Path(path)
     source = str(path) if source is None else source
-    sink = _Sink(report, source)
+    sink = _sink(report, source)
     stem = path.name[: -len(".npz")] if path.name.endswith(".npz") else path.stem
     try:
         data = load_npz_restricted(path)
