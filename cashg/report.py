@@ -1,0 +1,163 @@
+"""The results report: one Markdown page with the paper's tables and figures, from stage outputs.
+
+``cashg report --results results --out results/report`` reads what the stages wrote (every
+number comes from a ``metrics.json`` or ``summary.json``; nothing is computed here) and writes
+``report.md`` with images copied next to it:
+
+- Table 2 layout: sentence-level CSM and DTW per benchmark, the model against the ground truth
+  scored against a seeded perturbed copy of itself (a reference point for the metric scale);
+- Table 3 layout: the 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) on the
+  merged set;
+- training summaries, data statistics and the qualitative figures (generated lines next to the
+  ground truth, the evaluation grids, preprocessing examples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from cashg.evaluation.tables import format_value, table2_markdown
+
+BENCHMARKS = ("dsd", "deepwriting", "merged")
+# experiment -> (Bi-SWT, gated context fusion), the paper's Table 3 rows in its order
+ABLATION = {
+    "merged": (True, True),
+    "merged-no_biswt": (False, True),
+    "merged-no_gate": (True, False),
+    "merged-neither": (False, False),
+}
+_CSM = ("F1_cursive", "CRE", "KGS", "SSS")
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def table3_markdown(rows: list[tuple[bool, bool, dict | None]]) -> str:
+    """Rows of (bi_swt, fusion, metrics) -> the paper's Table 3 layout (CSM | DTW)."""
+    lines = [
+        "| Bi-SWT | Ctx. Fusion | F1_Cursive ↑ | CRE ↑ | KGS ↑ | SSS ↑ | DTW_norm ↓ | DTW_raw ↓ |",
+        "|:-:|:-:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for bi_swt, fusion, metrics in rows:
+        m = metrics or {}
+        cells = ["On" if bi_swt else "Off", "On" if fusion else "Off"]
+        cells += [format_value(m.get(k)) for k in (*_CSM, "DTW_norm", "DTW_raw")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _copy(src: Path, images: Path, name: str) -> str | None:
+    """Copy an image next to the report; its relative path, or None when it does not exist."""
+    if not src.is_file():
+        return None
+    images.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, images / name)
+    return f"images/{name}"
+
+
+def build_report(results: Path, out: Path) -> str:
+    """Write ``out/report.md`` (and ``out/images/``) from the stage outputs under ``results``."""
+    out.mkdir(parents=True, exist_ok=True)
+    images = out / "images"
+    parts = [
+        "# CASHG pipeline: results report",
+        "",
+        "Every number below is read from a stage output under `results/`; rerun the pipeline"
+        " and this page follows. CSM: higher is better; DTW: lower is better; `--` = undefined.",
+        "",
+        "## Sentence-level results (layout of the paper's Table 2)",
+        "",
+    ]
+    rows, missing = [], []
+    for bench in BENCHMARKS:
+        for method, path in (
+            ("CASHG (this run)", results / "evaluate" / bench / "metrics.json"),
+            ("GT, perturbed copy", results / "evaluate_gt" / bench / "perturbed" / "metrics.json"),
+        ):
+            metrics = _read_json(path)
+            if metrics is None:
+                missing.append(str(path))
+            else:
+                rows.append((bench, method, metrics))
+    parts.append(table2_markdown(rows) if rows else "_No evaluation outputs yet._\n")
+    parts += [
+        "The *GT, perturbed copy* row scores the ground truth against a seeded perturbation of"
+        " itself (jitter, flipped boundary labels, spacing changes): it shows the scale of the"
+        " metrics, not a competing method.",
+        "",
+        "## Ablation on the merged IAM + BRUSH set (layout of the paper's Table 3)",
+        "",
+    ]
+    ablation_rows = []
+    for exp, (bi_swt, fusion) in ABLATION.items():
+        path = results / "evaluate" / exp / "metrics.json"
+        metrics = _read_json(path)
+        if metrics is None:
+            missing.append(str(path))
+        ablation_rows.append((bi_swt, fusion, metrics))
+    parts.append(table3_markdown(ablation_rows))
+
+    parts += ["## Training", "", "| experiment | iterations | device | wall time (s) |"
+              " final train total | best val total |", "|:--|--:|:--|--:|--:|--:|"]
+    for exp in (*BENCHMARKS, *[e for e in ABLATION if e != "merged"]):
+        summary = _read_json(results / "train" / exp / "train_summary.json")
+        if summary is None:
+            continue
+        final = summary.get("final_metrics", {})
+        parts.append(
+            f"| {exp} | {summary.get('iterations', '--')} | {summary.get('device', '--')} |"
+            f" {format_value(summary.get('seconds_this_session'), 0)} |"
+            f" {format_value(final.get('train/total'))} |"
+            f" {format_value(summary.get('best_val_total'))} |"
+        )
+    parts.append("")
+
+    parts += ["## Qualitative results", ""]
+    for exp in (*BENCHMARKS, *[e for e in ABLATION if e != "merged"]):
+        rel = _copy(results / "generate" / exp / "lines.png", images, f"generated_{exp}.png")
+        if rel:
+            parts += [f"### {exp}: generated test-writer lines (each under its ground truth)",
+                      "", f"![{exp}]({rel})", ""]
+        rel = _copy(results / "evaluate" / exp / "samples.png", images, f"eval_{exp}.png")
+        if rel:
+            parts += [f"Boundary labels of {exp} (green: CURSIVE_EOC, red: EOC):", "",
+                      f"![{exp} boundaries]({rel})", ""]
+
+    parts += ["## Data", "", "| dataset | writers | lines | characters | cursive-boundary"
+              " rate | parse rejections |", "|:--|--:|--:|--:|--:|:--|"]
+    for summary_path in sorted((results / "summary").glob("*/summary.json")):
+        s = json.loads(summary_path.read_text())
+        rejected = ", ".join(f"{k} {v}" for k, v in s.get("rejected_by_reason", {}).items())
+        parts.append(f"| {s.get('dataset')} | {s.get('writers')} | {s.get('lines')} |"
+                     f" {s.get('characters')} | {format_value(s.get('cursive_boundary_rate'))} |"
+                     f" {rejected or 'none'} |")
+    parts.append("")
+    for key_dir in sorted((results / "preprocess").glob("*")):
+        for fig in ("deskew_example.png", "resample_rdp_example.png"):
+            rel = _copy(key_dir / fig, images, f"{key_dir.name}_{fig}")
+            if rel:
+                parts += [f"![{key_dir.name} {fig}]({rel})", ""]
+    for stats in sorted((results / "subsets").glob("*/stats.md")):
+        parts += [f"### Subsets: {stats.parent.name}", "",
+                  stats.read_text().split("\n", 1)[1].strip(), ""]
+    if missing:
+        parts += ["## Not available in this run", ""] + [f"- `{m}`" for m in missing] + [""]
+    text = "\n".join(parts) + "\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", type=Path, default=Path("results"),
+                        help="the pipeline's results folder")
+    parser.add_argument("--out", type=Path, default=Path("results/report"))
+
+
+def run(args: argparse.Namespace) -> int:
+    build_report(args.results, args.out)
+    print(f"report: {args.out / 'report.md'}")
+    return 0

@@ -1,0 +1,40 @@
+"""The results report reads every number from stage outputs and lays out Tables 2 and 3."""
+
+import json
+
+from cashg.report import build_report, table3_markdown
+
+
+def _metrics(value: float) -> dict:
+    return {"F1_cursive": value, "CRE": 0.9, "KGS": None, "SSS": 0.5, "DTW_raw": 10.0,
+            "DTW_norm": 0.25, "DTW_std": 0.01}
+
+
+def test_report_reads_stage_outputs(tmp_path):
+    results = tmp_path / "results"
+    for exp, value in (("dsd", 0.11), ("merged", 0.22), ("merged-no_gate", 0.33)):
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(value)))
+    (results / "evaluate_gt" / "dsd" / "perturbed").mkdir(parents=True)
+    (results / "evaluate_gt" / "dsd" / "perturbed" / "metrics.json").write_text(
+        json.dumps(_metrics(0.44)))
+    (results / "train" / "dsd").mkdir(parents=True)
+    (results / "train" / "dsd" / "train_summary.json").write_text(json.dumps(
+        {"iterations": 12, "device": "cpu", "seconds_this_session": 3.0,
+         "final_metrics": {"train/total": -1.5}, "best_val_total": -2.0}))
+    text = build_report(results, tmp_path / "report")
+    assert (tmp_path / "report" / "report.md").read_text() == text
+    assert "| dsd | CASHG (this run) | 0.11 | 0.90 | -- | 0.50 | 0.25 | 10.00 | 0.01 |" in text
+    assert "| dsd | GT, perturbed copy | 0.44 |" in text
+    assert "| On | Off | 0.33 |" in text  # merged-no_gate row of the ablation table
+    assert "| Off | Off | -- |" in text  # not run: shown as missing, never as zero
+    assert "| dsd | 12 | cpu | 3 | -1.50 | -2.00 |" in text
+    assert "results/evaluate/deepwriting/metrics.json" in text  # listed as not available
+
+
+def test_table3_layout():
+    table = table3_markdown([(True, True, _metrics(0.5)), (False, False, None)])
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| Bi-SWT | Ctx. Fusion | F1_Cursive")
+    assert lines[2] == "| On | On | 0.50 | 0.90 | -- | 0.50 | 0.25 | 10.00 |"
+    assert lines[3] == "| Off | Off | -- | -- | -- | -- | -- | -- |"
