@@ -18,9 +18,10 @@ averaged over writers. Writers are the ground truth's ``writer_id``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from cashg.config import EvaluateConfig
 from cashg.evaluation.protocols import METRIC_KEYS, get_protocol
 from cashg.ink import InkFile, InkSentence
 from cashg.metrics.boundaries import (
@@ -54,27 +56,17 @@ _DTW_CHUNK = 64  # pairs per parallel DTW call (progress granularity)
 
 
 @dataclass(frozen=True)
-class EvaluationOptions:
-    """What to score and how; mirrors :class:`cashg.config.EvaluateConfig`."""
+class EvaluationOptions(EvaluateConfig):
+    """What to score and how: the ``evaluate`` params section plus the runtime ``workers``."""
 
-    protocol: str = "merged"
-    dtw_variant: str = "exact"
-    infer_cursive: bool = False
-    eps: float = 1e-6
-    rho: float = 0.5
-    tau_conn: float = 0.005
-    seg_error_threshold: int = 3
-    sdt_radius: int = 1
-    olhwg_rdp_epsilon: float = 0.02
-    olhwg_radius: int = 1
-    workers: int = 2
+    workers: int = 2  # DTW threads (a runtime knob, not a param)
 
     @classmethod
-    def from_config(cls, cfg: Any, **overrides: Any) -> EvaluationOptions:
+    def from_config(cls, cfg: EvaluateConfig, **overrides: Any) -> EvaluationOptions:
         """From an ``EvaluateConfig``; ``overrides`` that are ``None`` are ignored."""
-        names = {f for f in cls.__dataclass_fields__}
-        base = cls(**{k: getattr(cfg, k) for k in names if hasattr(cfg, k)})
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(EvaluateConfig)}
+        fields.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**fields)
 
 
 @dataclass
