@@ -134,16 +134,21 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 def _sections() -> dict[str, type]:
     from cashg.config import CASHG_SECTIONS
+    from cashg.experiments import EXPERIMENT_SECTIONS
     from preprocessing.config import PREPROCESSING_SECTIONS
 
-    return {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS}
+    return {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS, **EXPERIMENT_SECTIONS}
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """Validate the whole params file and return ``{section name: typed config}``.
 
-    Every section is checked, so a misspelt top-level section fails for every stage.
+    Every section is checked, so a misspelt top-level section fails for every stage; so are
+    the links between sections (a benchmark's datasets and protocol, the ablation's benchmark:
+    :func:`cashg.experiments.check_params`).
     """
+    from cashg.experiments import check_params
+
     data = read_yaml(path)
     sections = _sections()
     unknown = sorted(set(data) - set(sections))
@@ -152,7 +157,10 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
             f"{path}: unknown section {', '.join(repr(u) for u in unknown)}"
             f" (known sections: {', '.join(sorted(sections))})"
         )
-    return {name: build(cls, data.get(name), f"{path}: {name}") for name, cls in sections.items()}
+    params = {name: build(cls, data.get(name), f"{path}: {name}")
+              for name, cls in sections.items()}
+    check_params(params, str(path), set(data))  # raises ParamsError (BenchmarkError)
+    return params
 
 
 def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Any:

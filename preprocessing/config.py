@@ -133,41 +133,68 @@ class PreprocessConfig:
 
 @dataclass(frozen=True)
 class SourceSplitConfig:
-    """How one source dataset of a benchmark is split into writer-disjoint train/validation/test.
+    """How one source dataset of a benchmark is split into train/validation/test.
 
     ``writer_range``: integer writer ids, inclusive ranges ``[first, last]`` (DSD protocol on
     BRUSH: 0-149 train / 150-169 test; OLHWG protocol on CASIA-OLHWDB 2.x: 0-1019 / 1020-1218).
     ``iam_lists``: the official IAM-OnDB form lists in the dataset root (``datasets.<key>.root``),
     one form id per line (leading space): ``trainset.txt`` train, ``testset_v.txt`` validation,
-    ``testset_t.txt`` + ``testset_f.txt`` test. A writer found in two splits is an error, or with
-    ``on_writer_overlap: drop_from_eval`` its validation/test sentences are dropped (reported).
+    ``testset_t.txt`` + ``testset_f.txt`` test.
+    ``source_files``: by the raw file each sample came from (its path relative to the dataset
+    root, matched with shell patterns): ``train_files`` / ``validation_files`` / ``test_files``
+    (DeepWriting: ``deepwriting_training.npz`` train, ``deepwriting_validation.npz`` test; a
+    source whose patterns are all ``["*"]`` for one split goes there whole, e.g. the ICDAR 2013
+    competition set as the SDT test writers).
+
+    A writer found in two splits is an error (``on_writer_overlap: error``), or its
+    validation/test sentences are dropped (``drop_from_eval``, reported), or, for a benchmark
+    whose published split shares writers (DeepWriting's random chunk split), kept and reported
+    (``allow``).
     """
 
-    rule: Literal["writer_range", "iam_lists"] = "writer_range"
+    rule: Literal["writer_range", "iam_lists", "source_files"] = "writer_range"
     train_writers: tuple[int, int] = (0, 149)
     test_writers: tuple[int, int] = (150, 169)
     validation_writers: tuple[int, int] | None = None
     train_lists: tuple[str, ...] = ("trainset.txt",)
     validation_lists: tuple[str, ...] = ("testset_v.txt",)
     test_lists: tuple[str, ...] = ("testset_t.txt", "testset_f.txt")
-    on_writer_overlap: Literal["error", "drop_from_eval"] = "error"
+    train_files: tuple[str, ...] = ()
+    validation_files: tuple[str, ...] = ()
+    test_files: tuple[str, ...] = ()
+    on_writer_overlap: Literal["error", "drop_from_eval", "allow"] = "error"
 
 
 SubsetKind = Literal["char", "bigram", "sentence", "style"]
 
 
+# Benchmark protocols (cashg.evaluation.protocols.PROTOCOLS; a test keeps the two in step)
+ProtocolName = Literal["dsd", "deepwriting", "olhwg", "sdt_glyph", "merged", "none"]
+
+
 @dataclass(frozen=True)
 class BenchmarkConfig:
-    """One benchmark: its source datasets (key -> split rule) and the subsets it builds.
+    """One benchmark: its protocol, its source datasets (key -> split rule), its subsets.
+
+    ``primary`` / ``secondary`` name the one or two source datasets (keys under ``datasets``)
+    as scalars, because ``dvc.yaml`` builds each benchmark's inputs from them
+    (``results/preprocess/<primary>/sentences.h5``; DVC cannot iterate a mapping's keys inside
+    a stage). A single-source benchmark repeats its source (``secondary == primary``).
+    ``sources`` must name exactly these datasets (checked by
+    :func:`preprocessing.benchmarks.check_benchmarks`).
 
     Paper protocols (the defaults of :data:`PAPER_BENCHMARKS`): ``dsd`` = BRUSH writers 0-149
-    train / 150-169 test; ``deepwriting`` = the IAM-OnDB official lists; ``olhwg`` = CASIA 2.x
-    writers 0-1019 / 1020-1218 with char, sentence and style subsets (paper appendix B.4);
+    train / 150-169 test; ``deepwriting`` = DeepWriting's training / validation npz files;
+    ``olhwg`` = CASIA 2.x writers 0-1019 / 1020-1218 with char, sentence and style subsets
+    (paper appendix B.4); ``sdt_glyph`` = CASIA 1.0-1.2 train, ICDAR 2013 competition test;
     ``merged`` = IAM (lists) + BRUSH (writer ranges), each side split by its own rule.
     """
 
     sources: Mapping[str, SourceSplitConfig]
     subsets: tuple[SubsetKind, ...] = ("char", "bigram", "sentence", "style")
+    protocol: ProtocolName = "none"
+    primary: str = ""
+    secondary: str = ""
 
 
 @dataclass(frozen=True)
@@ -212,18 +239,30 @@ class StyleConfig:
 
 
 def _paper_benchmarks() -> Mapping[str, BenchmarkConfig]:
-    from types import MappingProxyType
+    from types import MappingProxyType as M
 
     iam = SourceSplitConfig(rule="iam_lists")
     brush = SourceSplitConfig(rule="writer_range", train_writers=(0, 149), test_writers=(150, 169))
-    casia = SourceSplitConfig(rule="writer_range", train_writers=(0, 1019),
-                              test_writers=(1020, 1218))
-    return MappingProxyType({
-        "dsd": BenchmarkConfig(MappingProxyType({"brush": brush})),
-        "deepwriting": BenchmarkConfig(MappingProxyType({"deepwriting": iam})),
-        "olhwg": BenchmarkConfig(MappingProxyType({"casia": casia}),
-                                 subsets=("char", "sentence", "style")),
-        "merged": BenchmarkConfig(MappingProxyType({"iam": iam, "brush": brush})),
+    casia2 = SourceSplitConfig(rule="writer_range", train_writers=(0, 1019),
+                               test_writers=(1020, 1218))
+    deepwriting = SourceSplitConfig(rule="source_files",
+                                    train_files=("deepwriting_training.npz",),
+                                    test_files=("deepwriting_validation.npz",),
+                                    on_writer_overlap="allow")
+    return M({
+        "dsd": BenchmarkConfig(M({"brush": brush}), protocol="dsd", primary="brush",
+                               secondary="brush"),
+        "deepwriting": BenchmarkConfig(M({"deepwriting": deepwriting}), protocol="deepwriting",
+                                       primary="deepwriting", secondary="deepwriting"),
+        "olhwg": BenchmarkConfig(M({"casia2": casia2}), subsets=("char", "sentence", "style"),
+                                 protocol="olhwg", primary="casia2", secondary="casia2"),
+        "sdt_glyph": BenchmarkConfig(
+            M({"casia1": SourceSplitConfig(rule="source_files", train_files=("*",)),
+               "icdar2013": SourceSplitConfig(rule="source_files", test_files=("*",))}),
+            subsets=("char", "style"), protocol="sdt_glyph", primary="casia1",
+            secondary="icdar2013"),
+        "merged": BenchmarkConfig(M({"iam": iam, "brush": brush}), protocol="merged",
+                                  primary="iam", secondary="brush"),
     })
 
 

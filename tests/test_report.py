@@ -38,3 +38,30 @@ def test_table3_layout():
     assert lines[0].startswith("| Bi-SWT | Ctx. Fusion | F1_Cursive")
     assert lines[2] == "| On | On | 0.50 | 0.90 | -- | 0.50 | 0.25 | 10.00 |"
     assert lines[3] == "| Off | Off | -- | -- | -- | -- | -- | -- |"
+
+
+def test_report_follows_the_params(tmp_path, repo_root):
+    """Benchmarks and ablation come from params; outputs of other experiments are left out."""
+    import yaml
+
+    from cashg.report import experiments_from_params
+
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    benches = params["subsets"]["benchmarks"]
+    params["subsets"]["benchmarks"] = {"en": benches["merged"], "dsd": benches["dsd"]}
+    params["ablation"]["benchmark"] = "en"
+    params["ablation"]["variants"] = {"en-neither": {"bi_swt": False, "gated_fusion": False}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    benchmarks, ablation, datasets = experiments_from_params(path)
+    assert benchmarks == ("en", "dsd") and datasets == ("iam", "brush")
+    assert ablation == {"en": (True, True), "en-neither": (False, False)}
+    results = tmp_path / "results"
+    for exp, value in (("en", 0.11), ("en-neither", 0.22), ("stale", 0.99)):
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(value)))
+    text = build_report(results, tmp_path / "report", benchmarks, ablation, datasets)
+    assert "| en | CASHG (this run) | 0.11 |" in text
+    assert "| On | On | 0.11 |" in text and "| Off | Off | 0.22 |" in text
+    assert "0.99" not in text and "stale" not in text
+    assert "results/evaluate/dsd/metrics.json" in text  # named in params, not run yet

@@ -287,6 +287,38 @@ def test_split_definition_errors(tmp_path):
         assign_splits({"b": bad}, {"b": SourceSplitConfig()}, {}, ReviewReport("t", "b"))
 
 
+def test_source_files_split(tmp_path):
+    def sent(i, writer, source_file):
+        s = _sentence(f"s{i}", writer, "ab", [3, 3])
+        s = make_sentence(s.sentence_id, s.writer_id, s.text, s.points[:, :2], s.points[:, 2],
+                          s.char_index, dataset="t", source_file=source_file)
+        return to_source_sentence("dw", s)
+
+    sents = [sent(0, "1", "dw_training.npz"), sent(1, "2", "dw_training.npz"),
+             sent(2, "1", "dw_validation.npz"), sent(3, "3", "dw_validation.npz"),
+             sent(4, "4", "other.npz")]
+    rule = SourceSplitConfig(rule="source_files", train_files=("*training*",),
+                             test_files=("dw_validation.npz",))
+    with pytest.raises(WriterOverlapError, match="dw:1: train, test"):
+        assign_splits({"dw": sents}, {"dw": rule}, {}, ReviewReport("t", "dw"))
+    rep = ReviewReport("t", "dw")
+    rep.seen = len(sents)
+    allow = SourceSplitConfig(rule="source_files", train_files=("*training*",),
+                              test_files=("dw_validation.npz",), on_writer_overlap="allow")
+    out = assign_splits({"dw": sents}, {"dw": allow}, {}, rep)
+    assert [s.sentence_id for s in out["train"]] == ["dw:s0", "dw:s1"]
+    assert [s.sentence_id for s in out["test"]] == ["dw:s2", "dw:s3"]
+    assert rep.reasons() == {"file_not_in_split_patterns": 1}
+    assert rep.reasons(("warning",)) == {"writer_in_several_splits": 1}
+    rep.check()
+    both = SourceSplitConfig(rule="source_files", train_files=("*",), test_files=("*.npz",))
+    with pytest.raises(SplitError, match="matches the patterns of train and test"):
+        assign_splits({"dw": sents}, {"dw": both}, {}, ReviewReport("t", "dw"))
+    with pytest.raises(SplitError, match="needs train_files"):
+        assign_splits({"dw": sents}, {"dw": SourceSplitConfig(rule="source_files")}, {},
+                      ReviewReport("t", "dw"))
+
+
 def _hashes(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}

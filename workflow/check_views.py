@@ -77,11 +77,16 @@ def snakemake_view(root: Path) -> dict[str, StageView]:
 
 
 def dvc_view(root: Path) -> dict[str, StageView]:
-    """Stages as indexed by DVC (persisted outputs excluded: Snakemake must not own them)."""
+    """Stages as indexed by DVC (persisted outputs excluded: Snakemake must not own them).
+
+    DVC orders a stage after every stage whose outputs lie inside one of its dependency
+    folders; Snakemake needs those outputs named. So a dependency folder that holds other
+    stages' outputs stands here for those outputs (what the Snakemake rule must list).
+    """
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
-    view = {}
+    raw = {}
     with Repo(str(root)) as repo:
         for stage in repo.index.stages:
             params: dict = {}
@@ -91,16 +96,23 @@ def dvc_view(root: Path) -> dict[str, StageView]:
                     params.update(dep.read_params())
                 else:
                     inputs.append(_canon(dep.def_path))
-            outs = [o for o in stage.outs if not o.persist]
-            view[rule_name(stage.name)] = StageView(
-                cmd=stage.cmd,
-                inputs=frozenset(inputs),
-                outputs=frozenset(_canon(o.def_path) for o in outs),
-                directories=frozenset(
-                    _canon(o.def_path) for o in outs if "." not in Path(o.def_path).name
-                ),
-                params=json.dumps(params, sort_keys=True, default=str),
-            )
+            outs = [_canon(o.def_path) for o in stage.outs if not o.persist]
+            raw[rule_name(stage.name)] = (stage.cmd, inputs, outs,
+                                          json.dumps(params, sort_keys=True, default=str))
+    view = {}
+    for name, (cmd, inputs, outs, params) in raw.items():
+        expanded = set()
+        for dep in inputs:
+            inside = {o for other, (_, _, o_outs, _) in raw.items() if other != name
+                      for o in o_outs if o.startswith(dep.rstrip("/") + "/")}
+            expanded |= inside or {dep}
+        view[name] = StageView(
+            cmd=cmd,
+            inputs=frozenset(expanded),
+            outputs=frozenset(outs),
+            directories=frozenset(o for o in outs if "." not in Path(o).name),
+            params=params,
+        )
     return view
 
 

@@ -11,15 +11,19 @@ Conventions the adapter relies on (checked by ``tests/test_dag_views.py``):
 - ``persist: true`` outputs (training checkpoints) are not Snakemake outputs, so that Snakemake
   never deletes them before a rerun (DVC never does for persisted outputs);
 - tracked params are passed to the rule as ``params.tracked`` (JSON), so a changed value
-  reruns the rule under Snakemake's ``params`` rerun trigger, as under DVC.
+  reruns the rule under Snakemake's ``params`` rerun trigger, as under DVC;
+- a dependency on a folder that holds other stages' outputs (``results/evaluate`` for the
+  report) makes DVC run those stages first; Snakemake only matches exact output paths, so the
+  rule's inputs list those outputs instead of the folder (:func:`expand_container_deps`). This
+  lets a stage depend on "every benchmark" when the benchmarks come from params.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,23 @@ def load_stages(root: str | Path = ".") -> list[StageSpec]:
                 for o in stage.outs
             )
             stages.append(StageSpec(stage.name, stage.cmd, tuple(deps), outs, params))
-    return stages
+    return expand_container_deps(stages)
+
+
+def expand_container_deps(stages: list[StageSpec]) -> list[StageSpec]:
+    """Replace each dependency that is a parent folder of other stages' (non-persisted)
+    outputs by those outputs, in stage order; other dependencies are kept as they are.
+    Repeated dependencies (a single-source benchmark names its dataset twice) appear once."""
+    outputs = [(s.name, PurePosixPath(o.path)) for s in stages for o in s.snakemake_outputs]
+    out = []
+    for stage in stages:
+        deps: list[str] = []
+        for dep in stage.deps:
+            inner = [str(path) for name, path in outputs
+                     if name != stage.name and PurePosixPath(dep) in path.parents]
+            deps.extend(inner or [dep])
+        out.append(replace(stage, deps=tuple(dict.fromkeys(deps))))
+    return out
 
 
 def _rel(path: str) -> str:

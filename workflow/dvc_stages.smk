@@ -1,11 +1,16 @@
 # One Snakemake rule per stage of dvc.yaml (see workflow/dag.py for the conventions).
 # The command goes through params so that each rule keeps its own command (no late binding).
 import sys
+from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
+from cashg.params import load_params
 from workflow.dag import load_stages
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 
+# A params file whose benchmarks do not fit its datasets fails here, with the key named,
+# before DVC's parser meets the unknown names (every stage checks it again when it runs).
+load_params(Path(workflow.basedir) / "params.yaml")
 DVC_STAGES = load_stages(workflow.basedir)
 
 

@@ -43,6 +43,7 @@ class SourceSentence:
     starts: np.ndarray
     ends: np.ndarray
     ink: InkSentence  # the sentence as read (for the GT export)
+    source_file: str = ""  # raw file relative to the dataset root ("" when unknown)
 
     def char_points(self, c: int) -> slice:
         return slice(int(self.starts[c]), int(self.ends[c]))
@@ -83,6 +84,7 @@ def to_source_sentence(source: str, s: InkSentence) -> SourceSentence:
         starts=starts,
         ends=ends,
         ink=s,
+        source_file=_attr_str(s.attrs, "source_file").strip(),
     )
 
 

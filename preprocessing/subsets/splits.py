@@ -12,18 +12,28 @@ Rules (``SourceSplitConfig.rule``):
   error. A writer whose forms fall in two splits violates writer-disjointness: an error
   (:class:`WriterOverlapError`, naming the writers) or, with ``on_writer_overlap:
   drop_from_eval``, its validation/test sentences are dropped (``writer_in_train``).
+- ``source_files``: each sentence's raw file (``source_file``, relative to the dataset root) is
+  matched against shell patterns per split (``train_files``, ``validation_files``,
+  ``test_files``; ``*`` matches across folders). Sentences whose file matches no pattern are
+  dropped (``file_not_in_split_patterns``); a file matching patterns of two splits is an error.
+  Writer overlap is handled as for ``iam_lists``; ``on_writer_overlap: allow`` keeps a split
+  that shares writers when the benchmark itself defines it so (DeepWriting's training and
+  validation files are a random chunk split of the same writers): one ``writer_in_several_splits``
+  warning row per shared writer.
 
-After assignment :func:`assert_writer_disjoint` checks the final splits of the whole benchmark.
+After assignment :func:`assert_writer_disjoint` checks the final splits of the whole benchmark
+(writers of ``allow`` sources excepted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from preprocessing.config import SourceSplitConfig
 from preprocessing.review import ReviewReport
-from preprocessing.subsets.inputs import SourceSentence
+from preprocessing.subsets.inputs import SEP, SourceSentence
 
 SPLITS = ("train", "validation", "test")
 
@@ -114,19 +124,64 @@ def assign_iam_lists(
             report.reject(source, s.sentence_id, "form_not_in_split_lists", s.form_id)
         else:
             out[forms[s.form_id]].append(s)
+    return _resolve_overlap(out, cfg, f"{source} ({root})", source, report)
+
+
+def file_split(name: str, cfg: SourceSplitConfig, source: str) -> str | None:
+    """The split whose ``*_files`` patterns match ``name``; None when none does."""
+    hits = [split for split, patterns in (("train", cfg.train_files),
+                                          ("validation", cfg.validation_files),
+                                          ("test", cfg.test_files))
+            if any(fnmatchcase(name, p) for p in patterns)]
+    if len(hits) > 1:
+        raise SplitError(f"{source}: file {name!r} matches the patterns of {' and '.join(hits)}")
+    return hits[0] if hits else None
+
+
+def assign_source_files(
+    sentences: Sequence[SourceSentence], cfg: SourceSplitConfig, source: str,
+    report: ReviewReport,
+) -> dict[str, list[SourceSentence]]:
+    """Split by the raw file each sentence came from (see module doc)."""
+    if not (cfg.train_files or cfg.validation_files or cfg.test_files):
+        raise SplitError(f"{source}: rule source_files needs train_files, validation_files"
+                         " or test_files")
+    out: dict[str, list[SourceSentence]] = {"train": [], "validation": [], "test": []}
+    cache: dict[str, str | None] = {}
+    for s in sentences:
+        if s.source_file not in cache:
+            cache[s.source_file] = file_split(s.source_file, cfg, source)
+        split = cache[s.source_file]
+        if not s.source_file:
+            report.reject(source, s.sentence_id, "no_source_file")
+        elif split is None:
+            report.reject(source, s.sentence_id, "file_not_in_split_patterns", s.source_file)
+        else:
+            out[split].append(s)
+    return _resolve_overlap(out, cfg, source, source, report)
+
+
+def _resolve_overlap(
+    out: dict[str, list[SourceSentence]], cfg: SourceSplitConfig, label: str, source: str,
+    report: ReviewReport,
+) -> dict[str, list[SourceSentence]]:
+    """Apply ``on_writer_overlap`` to a source's splits (``label`` names it in errors)."""
     overlap = writer_overlaps(out)
-    if overlap:
+    if overlap and cfg.on_writer_overlap == "allow":
+        for w, sp in sorted(overlap.items()):
+            report.warn(source, w, "writer_in_several_splits", ", ".join(sp))
+    elif overlap:
         detail = "; ".join(f"{w}: {', '.join(sp)}" for w, sp in sorted(overlap.items()))
         if cfg.on_writer_overlap == "error":
             raise WriterOverlapError(
-                f"{source} ({root}): {len(overlap)} writer(s) in more than one split: {detail}"
+                f"{label}: {len(overlap)} writer(s) in more than one split: {detail}"
             )
         for split in ("validation", "test"):
             kept = []
             for s in out[split]:
                 if s.writer in overlap and "train" in overlap[s.writer]:
                     report.reject(source, s.sentence_id, "writer_in_train",
-                                  f"{s.writer} ({s.form_id}) also in train")
+                                  f"{s.writer} ({s.form_id or s.source_file}) also in train")
                 else:
                     kept.append(s)
             out[split] = kept
@@ -145,9 +200,14 @@ def writer_overlaps(splits: Mapping[str, Sequence[SourceSentence]]) -> dict[str,
     return {w: sorted(sp, key=SPLITS.index) for w, sp in seen.items() if len(sp) > 1}
 
 
-def assert_writer_disjoint(splits: Mapping[str, Sequence[SourceSentence]]) -> None:
-    """Raise :class:`WriterOverlapError` when a writer appears in two splits."""
-    overlap = writer_overlaps(splits)
+def assert_writer_disjoint(splits: Mapping[str, Sequence[SourceSentence]],
+                           allowed: frozenset[str] | set[str] = frozenset()) -> None:
+    """Raise :class:`WriterOverlapError` when a writer appears in two splits.
+
+    ``allowed``: source keys whose rule keeps shared writers (``on_writer_overlap: allow``).
+    """
+    overlap = {w: sp for w, sp in writer_overlaps(splits).items()
+               if w.split(SEP, 1)[0] not in allowed}
     if overlap:
         detail = "; ".join(f"{w}: {', '.join(sp)}" for w, sp in sorted(overlap.items())[:20])
         raise WriterOverlapError(f"{len(overlap)} writer(s) in more than one split: {detail}")
@@ -162,13 +222,16 @@ def assign_splits(
     """Split every source by its own rule and merge per split (sentence order kept, by source).
 
     ``roots`` maps a source key to its dataset root (needed by ``iam_lists``). The result holds
-    ``train`` and ``test`` always and ``validation`` when a rule defines it; writer-disjoint.
+    ``train`` and ``test`` always and ``validation`` when a rule defines it; writer-disjoint
+    (except within sources whose rule says ``on_writer_overlap: allow``).
     """
     merged: dict[str, list[SourceSentence]] = {}
     for key, sentences in sources.items():
         cfg = rules[key]
         if cfg.rule == "writer_range":
             parts = assign_writer_range(sentences, cfg, key, report)
+        elif cfg.rule == "source_files":
+            parts = assign_source_files(sentences, cfg, key, report)
         else:
             if key not in roots:
                 raise SplitError(f"{key}: rule iam_lists needs datasets.{key}.root in params")
@@ -177,6 +240,6 @@ def assign_splits(
             merged.setdefault(split, []).extend(items)
     for split in ("train", "test"):
         merged.setdefault(split, [])
-    assert_writer_disjoint(merged)
+    assert_writer_disjoint(merged, {k for k, c in rules.items() if c.on_writer_overlap == "allow"})
     report.kept += sum(len(v) for v in merged.values())
     return {s: merged[s] for s in SPLITS if s in merged}

@@ -1,0 +1,86 @@
+"""The ``ablation`` params section and the checks that span several sections.
+
+The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`preprocessing.benchmarks`):
+every benchmark gets one ``train`` / ``generate`` / ``evaluate`` experiment of its own name. The
+paper's 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) runs on one of them,
+named by ``ablation.benchmark``; the (on, on) cell is that benchmark's own experiment and
+every entry of ``ablation.variants`` adds one experiment, ``train_ablation@<variant>`` etc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from preprocessing.benchmarks import BenchmarkError, check_benchmarks, check_name
+from preprocessing.config import ProtocolName
+
+
+@dataclass(frozen=True)
+class AblationVariant:
+    """One ablation cell: the two model switches it sets (``--set model.<switch>=...``)."""
+
+    bi_swt: bool = True
+    gated_fusion: bool = True
+
+
+def _paper_variants() -> Mapping[str, AblationVariant]:
+    return MappingProxyType({
+        "merged-no_biswt": AblationVariant(bi_swt=False, gated_fusion=True),
+        "merged-no_gate": AblationVariant(bi_swt=True, gated_fusion=False),
+        "merged-neither": AblationVariant(bi_swt=False, gated_fusion=False),
+    })
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """The 2 x 2 ablation (paper Table 3) on benchmark ``benchmark`` (default the merged set).
+
+    ``protocol`` repeats that benchmark's protocol (``dvc.yaml`` passes it to ``cashg
+    evaluate``; DVC cannot look it up through ``benchmark``), and must equal it. Variant names
+    are experiment names (``results/train/<variant>``): they must differ from benchmark names.
+    """
+
+    benchmark: str = "merged"
+    protocol: ProtocolName = "merged"
+    variants: Mapping[str, AblationVariant] = field(default_factory=_paper_variants)
+
+
+EXPERIMENT_SECTIONS: dict[str, type | object] = {"ablation": AblationConfig}
+
+
+def experiment_names(params: Mapping[str, Any]) -> list[str]:
+    """Every trained model: the benchmarks, then the ablation variants."""
+    return [*params["subsets"].benchmarks, *params["ablation"].variants]
+
+
+def check_params(params: Mapping[str, Any], where: str,
+                 given: frozenset[str] | set[str] = frozenset({"subsets", "ablation"})) -> None:
+    """Cross-section checks of a loaded params file (``where`` = its name).
+
+    Benchmarks against datasets (:func:`preprocessing.benchmarks.check_benchmarks`), then the
+    ablation against the benchmarks; each only when its section is ``given`` in the file (a
+    section left out takes the paper defaults, which name the paper's dataset keys: a
+    stage-sized params file, e.g. for the parse stage alone, need not define benchmarks).
+    Raises :class:`~preprocessing.benchmarks.BenchmarkError`.
+    """
+    subsets, ablation = params["subsets"], params["ablation"]
+    if "subsets" in given:
+        check_benchmarks(subsets, params["datasets"], where)
+    if "ablation" not in given:
+        return
+    at = f"{where}: ablation"
+    if ablation.benchmark not in subsets.benchmarks:
+        raise BenchmarkError(f"{at}.benchmark: {ablation.benchmark!r} is not under"
+                             f" subsets.benchmarks (have: {', '.join(subsets.benchmarks)})")
+    expected = subsets.benchmarks[ablation.benchmark].protocol
+    if ablation.protocol != expected:
+        raise BenchmarkError(f"{at}.protocol: {ablation.protocol!r} but benchmark"
+                             f" {ablation.benchmark!r} uses protocol {expected!r}")
+    for name in ablation.variants:
+        check_name(name, f"{at}.variants.{name}")
+        if name in subsets.benchmarks:
+            raise BenchmarkError(f"{at}.variants.{name}: also a benchmark name (both would"
+                                 f" write results/train/{name})")
