@@ -150,6 +150,12 @@ class TrainConfig:
     style_refs: int = 15  # reference images per sample (sampled with replacement if fewer)
     sentence_max_chars: int = 0  # > 0: crop sentence windows to whole words (demo CPU budget)
     val_writers: int = 0  # train writers held out for validation when there is no validation split
+    # > 0: char/bigram batches draw from one of this many length buckets (quantiles of the
+    # sample's point count) to cut padding; 0 = the paper's plain writer-unique sampling
+    length_buckets: int = 0
+    # rescale the point embedding and mixture head to the data's offset scale before training
+    # (cashg/training/init.py; an initialisation the paper leaves open; False = torch defaults)
+    data_init: bool = False
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
     eval_interval: int = 5_000

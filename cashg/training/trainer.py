@@ -54,6 +54,7 @@ from cashg.model.gmm_head import MixtureParams
 from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
+from cashg.training.init import data_scaled_init, offset_scale
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -151,7 +152,10 @@ class Trainer:
         self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL)
                            if val_data is not None else None)
         torch.manual_seed(cfg.seed)
-        self.model = CASHG(model_cfg).to(self.device)
+        model = CASHG(model_cfg)
+        if cfg.data_init:
+            data_scaled_init(model, offset_scale(train_data.init_chars()))
+        self.model = model.to(self.device)
         self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                         else None) if self.dist.distributed else None)
         params_opt = [p for p in self.model.parameters() if p.requires_grad]

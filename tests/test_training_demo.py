@@ -1,0 +1,143 @@
+"""Demo-budget training options: length buckets, in-memory subsets, data-scaled initialisation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cashg.config import TrainConfig
+from cashg.ink import write_ink
+from cashg.model.cashg_model import CASHG
+from cashg.model.presets import TINY
+from cashg.params import build
+from cashg.training.data import BatchSource, SplitData
+from cashg.training.init import data_scaled_init, offset_scale
+from cashg.training.trainer import stream_losses
+from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+from preprocessing.subsets.build import build_benchmark
+from preprocessing.subsets.synthetic import synthetic_corpus
+
+TINY_TRAIN = TrainConfig(style_refs=2, sentence_max_chars=12, val_writers=1,
+                         batch_char=3, batch_bigram=3, batch_sentence=2)
+BUCKETED = dataclasses.replace(TINY_TRAIN, length_buckets=3)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def subsets(tmp_path_factory) -> Path:
+    """Tiny benchmark: 6 synthetic writers (0-3 train, 4-5 test), 3 sentences each."""
+    root = tmp_path_factory.mktemp("demo_subsets")
+    write_ink(root / "brush.h5", synthetic_corpus("brush", 6, 3, seed=3, words=(3, 8)))
+    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
+                                "style": {"per_writer": 4}})
+    bench = BenchmarkConfig({"brush": SourceSplitConfig("writer_range", (0, 3), (4, 5))})
+    build_benchmark("toy", bench, cfg, {"brush": root / "brush.h5"}, {}, root / "toy",
+                    progress=False)
+    return root / "toy"
+
+
+def test_in_memory_items_equal_h5py_items(subsets):
+    mem = SplitData(subsets / "train", cache=True)
+    disk = SplitData(subsets / "train", cache=False)
+    for stream in ("char", "bigram", "sentence"):
+        for i in range(len(disk.readers[stream])):
+            a, b = mem.item(stream, i), disk.item(stream, i)
+            assert (a.text, a.writer, a.target) == (b.text, b.writer, b.target)
+            assert len(a.chars) == len(b.chars)
+            assert all(np.array_equal(x, y) for x, y in zip(a.chars, b.chars))
+            if b.raw is not None:
+                assert all(np.array_equal(x, y) for x, y in zip(a.raw, b.raw))
+    with pytest.raises(IndexError):
+        mem.item("char", len(disk.readers["char"]))
+
+
+def test_length_buckets_partition_samples_by_point_count(subsets):
+    data = SplitData(subsets / "train")
+    counts = data.point_counts("char")
+    buckets = data.length_buckets("char", 3)
+    assert 1 <= len(buckets) <= 3
+    seen = np.sort(np.concatenate([v for b in buckets for v in b.values()]))
+    every = np.sort(np.concatenate([np.arange(r.start, r.stop)
+                                    for r in data.by_writer["char"].values()]))
+    assert np.array_equal(seen, every)  # every sample in exactly one bucket
+    for lo, hi in zip(buckets, buckets[1:]):  # buckets ordered by length, disjoint ranges
+        assert max(counts[np.concatenate(list(lo.values()))]) < \
+            min(counts[np.concatenate(list(hi.values()))])
+
+
+def test_bucketed_batches_are_pure_writer_unique_and_one_bucket(subsets):
+    data = SplitData(subsets / "train")
+    a, b = BatchSource(data, BUCKETED), BatchSource(data, BUCKETED)
+    buckets = data.length_buckets("char", 3)
+    owner = {int(i): k for k, bk in enumerate(buckets) for v in bk.values() for i in v}
+    used = set()
+    for t in range(30):
+        idx = a.indices(t, "char", 0, 3)
+        assert np.array_equal(idx, b.indices(t, "char", 0, 3))
+        writers = [data.item("char", int(i)).writer for i in idx]
+        assert len(set(writers)) == len(writers)
+        assert len({owner[int(i)] for i in idx}) == 1  # one bucket per batch
+        used.add(owner[int(idx[0])])
+    assert len(used) > 1  # buckets are drawn, not fixed
+    # DDP shards still partition the bucketed global batch
+    shards = [BatchSource(data, BUCKETED, rank=r, world=2).indices(4, "bigram", 0, 3)
+              for r in range(2)]
+    assert sorted(np.concatenate(shards).tolist()) == sorted(a.indices(4, "bigram", 0, 3).tolist())
+    # sentence windows are not bucketed: the same draw as without buckets
+    plain = BatchSource(data, TINY_TRAIN)
+    assert np.array_equal(a.indices(5, "sentence", 0, 2), plain.indices(5, "sentence", 0, 2))
+
+
+def test_offset_scale_is_rms_of_inner_offsets():
+    chars = [np.array([[0, 0.5, 0], [0.03, -0.04, 0], [0.03, 0.04, 3]]), np.array([[0, 0.2, 3]])]
+    assert np.allclose(offset_scale(chars), [0.03, 0.04])
+    with pytest.raises(ValueError):
+        offset_scale([np.zeros((1, 3))])
+
+
+def test_data_scaled_init_matches_the_data_scale(subsets):
+    data = SplitData(subsets / "train")
+    scale = offset_scale(data.init_chars())
+    torch.manual_seed(0)
+    model = CASHG(TINY)
+    ref = {k: v.clone() for k, v in model.state_dict().items()}
+    data_scaled_init(model, scale)
+    k = model.head.n_mixtures
+    batch = BatchSource(data, TrainConfig(style_refs=2)).batch(0, "char", 0, 3)
+    model.eval()
+    with torch.no_grad():
+        p = model(batch).params
+        valid = batch.point_mask
+        sig = p.sigma[valid]  # (N, K, 2)
+        assert np.allclose(sig.mean((0, 1)).numpy(), scale, rtol=0.5)
+        mu_rms = p.mu[valid].pow(2).mean((0, 1)).sqrt().numpy()
+        assert (mu_rms < 3 * scale).all()  # means start at the data scale, not ~0.5
+    # the point embedding sees offsets / scale; nothing else changed
+    w = model.decoder.point_xy.weight
+    assert torch.allclose(w * torch.tensor(scale, dtype=w.dtype), ref["decoder.point_xy.weight"])
+    changed = {n for n, v in model.state_dict().items() if not torch.equal(v, ref[n])}
+    assert changed == {"decoder.point_xy.weight", "head.proj.weight", "head.proj.bias"}
+    assert torch.equal(model.head.proj.weight[: 4 + k], ref["head.proj.weight"][: 4 + k])
+
+
+def test_data_init_lowers_the_initial_mixture_loss(subsets):
+    data = SplitData(subsets / "train")
+    batch = BatchSource(data, TrainConfig(style_refs=2)).batch(0, "char", 0, 3)
+    losses = []
+    for init in (False, True):
+        torch.manual_seed(0)
+        model = CASHG(TINY).eval()
+        if init:
+            data_scaled_init(model, offset_scale(data.init_chars()))
+        with torch.no_grad():
+            losses.append(float(stream_losses(model, batch, "char", TINY_TRAIN,
+                                              torch.autocast("cpu", enabled=False))["mdn"]))
+    assert losses[1] < losses[0] - 1.0
