@@ -114,3 +114,23 @@ def test_recording_in_dvc_lock_keeps_output_times(tmp_path):
         assert p.stat().st_mtime_ns == old, p
     status = subprocess.run(["dvc", "status", "make"], cwd=root, capture_output=True, text=True)
     assert "up to date" in status.stdout
+
+
+def test_gitignore_tracks_uncached_metrics_and_ignores_cached_outputs():
+    """git must track the outputs DVC leaves out of its cache (metrics, summaries, dvclive
+    curves; `dvc exp show` / `metrics diff` / `plots diff` compare them across revisions) and
+    ignore every cached or persisted output (DVC refuses outputs tracked by git)."""
+    from workflow.dag import load_stages
+
+    paths = {}
+    for stage in load_stages(REPO):
+        for o in stage.outs:
+            tracked = not o.cache and not o.persist
+            probe = f"{o.path}/x.tsv" if o.is_dir else o.path
+            paths[probe] = tracked
+    res = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO,
+                         input="\n".join(paths), capture_output=True, text=True)
+    ignored = set(res.stdout.split())
+    wrong = {p: t for p, t in paths.items() if (p in ignored) == t}
+    assert not wrong, f"git ignore status wrong for (path: should be tracked): {wrong}"
+    assert sum(paths.values()) >= 10 and sum(not t for t in paths.values()) >= 10
