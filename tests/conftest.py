@@ -14,3 +14,31 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO / ".numba_cache"))
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def tiny_train_subsets(tmp_path_factory) -> Path:
+    """Tiny training benchmark ``toy``: 6 synthetic BRUSH-style writers (0-3 train, 4-5
+    test), 3 sentences each; built once per test session."""
+    from cashg.ink import write_ink
+    from cashg.params import build
+    from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+    from preprocessing.subsets.build import build_benchmark
+    from preprocessing.subsets.synthetic import synthetic_corpus
+
+    root = tmp_path_factory.mktemp("train_subsets")
+    write_ink(root / "brush.h5", synthetic_corpus("brush", 6, 3, seed=3, words=(3, 8)))
+    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
+                                "style": {"per_writer": 4}})
+    bench = BenchmarkConfig({"brush": SourceSplitConfig("writer_range", (0, 3), (4, 5))})
+    build_benchmark("toy", bench, cfg, {"brush": root / "brush.h5"}, {}, root / "toy",
+                    progress=False)
+    return root / "toy"
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Training tests run on one torch thread (deterministic and fair under xdist)."""
+    import torch
+
+    torch.set_num_threads(1)

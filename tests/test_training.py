@@ -18,10 +18,9 @@ import torch
 import yaml
 
 from cashg.config import GenerateConfig, TrainConfig
-from cashg.ink import read_ink, write_ink
+from cashg.ink import read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
-from cashg.params import build
 from cashg.training import checkpoint as ck
 from cashg.training.cli import open_data
 from cashg.training.data import BatchSource, crop_sentence, word_spans
@@ -34,9 +33,6 @@ from cashg.training.schedules import (
     vdl_weights,
 )
 from cashg.training.trainer import RunOptions, Trainer
-from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
-from preprocessing.subsets.build import build_benchmark
-from preprocessing.subsets.synthetic import synthetic_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = TrainConfig()
@@ -51,21 +47,13 @@ TINY_TRAIN = TrainConfig(
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
+    pass
 
 
-@pytest.fixture(scope="module")
-def subsets(tmp_path_factory) -> Path:
-    """Tiny benchmark: 6 synthetic writers (0-3 train, 4-5 test), 3 sentences each."""
-    root = tmp_path_factory.mktemp("train_subsets")
-    inp = root / "brush.h5"
-    write_ink(inp, synthetic_corpus("brush", 6, 3, seed=3, words=(3, 8)))
-    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
-                                "style": {"per_writer": 4}})
-    bench = BenchmarkConfig({"brush": SourceSplitConfig("writer_range", (0, 3), (4, 5))})
-    build_benchmark("toy", bench, cfg, {"brush": inp}, {}, root / "toy", progress=False)
-    return root / "toy"
+@pytest.fixture
+def subsets(tiny_train_subsets) -> Path:
+    return tiny_train_subsets
 
 
 def make_trainer(subsets: Path, out: Path, cfg: TrainConfig = TINY_TRAIN, **opts) -> Trainer:

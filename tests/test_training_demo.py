@@ -10,16 +10,11 @@ import pytest
 import torch
 
 from cashg.config import TrainConfig
-from cashg.ink import write_ink
 from cashg.model.cashg_model import CASHG
 from cashg.model.presets import TINY
-from cashg.params import build
 from cashg.training.data import BatchSource, SplitData
 from cashg.training.init import data_scaled_init, offset_scale
 from cashg.training.trainer import stream_losses
-from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
-from preprocessing.subsets.build import build_benchmark
-from preprocessing.subsets.synthetic import synthetic_corpus
 
 TINY_TRAIN = TrainConfig(style_refs=2, sentence_max_chars=12, val_writers=1,
                          batch_char=3, batch_bigram=3, batch_sentence=2)
@@ -27,21 +22,13 @@ BUCKETED = dataclasses.replace(TINY_TRAIN, length_buckets=3)
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
+    pass
 
 
-@pytest.fixture(scope="module")
-def subsets(tmp_path_factory) -> Path:
-    """Tiny benchmark: 6 synthetic writers (0-3 train, 4-5 test), 3 sentences each."""
-    root = tmp_path_factory.mktemp("demo_subsets")
-    write_ink(root / "brush.h5", synthetic_corpus("brush", 6, 3, seed=3, words=(3, 8)))
-    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
-                                "style": {"per_writer": 4}})
-    bench = BenchmarkConfig({"brush": SourceSplitConfig("writer_range", (0, 3), (4, 5))})
-    build_benchmark("toy", bench, cfg, {"brush": root / "brush.h5"}, {}, root / "toy",
-                    progress=False)
-    return root / "toy"
+@pytest.fixture
+def subsets(tiny_train_subsets) -> Path:
+    return tiny_train_subsets
 
 
 def test_in_memory_items_equal_h5py_items(subsets):

@@ -274,15 +274,23 @@ class SplitData:
     def init_chars(self, limit: int = 2000) -> list[np.ndarray]:
         """(T_i, 3) trajectories of up to ``limit`` char samples, evenly spaced over this
         split's writers' samples (deterministic; for :mod:`cashg.training.init`)."""
-        idx = np.concatenate([np.arange(r.start, r.stop) for r in
-                              self.by_writer["char"].values()]).astype(np.int64)
+        idx = self.writer_sample_indices("char")
         pick = idx[np.linspace(0, len(idx) - 1, min(limit, len(idx))).astype(np.int64)]
         return [c for i in pick for c in self.item("char", int(i)).chars]
 
+    def writer_sample_indices(self, stream: str) -> np.ndarray:
+        """(k,) int64 indices of every sample of this split's writers in ``stream``."""
+        return np.concatenate([np.arange(r.start, r.stop) for r in
+                               self.by_writer[stream].values()]).astype(np.int64)
+
     def point_counts(self, stream: str) -> np.ndarray:
         """(N,) number of points of every sample of ``stream`` (from the offsets only)."""
-        with h5py.File(self.dir / f"{stream}.h5", "r") as f:
-            return np.diff(np.asarray(f["offsets"][()], np.int64))
+        if stream in self._arrays:
+            offsets = self._arrays[stream]["offsets"]
+        else:
+            with h5py.File(self.dir / f"{stream}.h5", "r") as f:
+                offsets = f["offsets"][()]
+        return np.diff(np.asarray(offsets, np.int64))
 
     def length_buckets(self, stream: str, n: int) -> list[dict[str, np.ndarray]]:
         """``n`` quantile buckets of the samples' point counts (fewer when counts tie), each as
@@ -290,8 +298,7 @@ class SplitData:
         key = (stream, n)
         if key not in self._buckets:
             counts = self.point_counts(stream)
-            idx = np.concatenate([np.arange(r.start, r.stop) for r in
-                                  self.by_writer[stream].values()]).astype(np.int64)
+            idx = self.writer_sample_indices(stream)
             edges = np.unique(np.quantile(counts[idx], np.linspace(0, 1, n + 1)[1:-1]))
             bucket = np.searchsorted(edges, counts, side="right")  # (N,) bucket of each sample
             out = []
