@@ -39,6 +39,11 @@ class _NoData:
     readers: dict = {}
     dir = Path(".")
 
+    def init_chars(self) -> list[np.ndarray]:
+        """Synthetic glyphs for ``train.data_init`` (the benchmark times steps, not fits)."""
+        rng = np.random.default_rng(0)
+        return [_char(rng, 20) for _ in range(64)]
+
 
 def _char(rng: np.random.Generator, n: int, last_pen: int = 3) -> np.ndarray:
     a = np.zeros((n, 3), np.float32)

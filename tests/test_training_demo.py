@@ -169,3 +169,18 @@ def test_identity_conditioning_is_learnt(subsets):
 
     true, swapped = nll(batch.codepoints), nll(batch.codepoints.roll(1, 0))
     assert swapped > true + 2.0, (true, swapped)  # measured: -4.2 vs +1.2 (0.3 apart without identity)
+
+
+def test_bench_train_script_runs_the_demo_profile():
+    """scripts/bench_train.py prints iterations per second (it must keep up with the demo
+    profile's options, e.g. train.data_init)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "scripts/bench_train.py", "--profile", "demo",
+                          "--iters", "1", "--stages", "1", "--threads", "1"],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "stage 1:" in res.stdout and "it/s" in res.stdout
+    assert "losses identical across two runs: True" in res.stdout
