@@ -45,6 +45,13 @@ class ModelConfig:
     writer_decoder_layers: int = 2
     glyph_decoder_layers: int = 2
     rope_base: float = 10000.0
+    # Trajectory-token input (the paper does not specify the token embedding): besides the
+    # point's offset and pen state, also embed the pen position relative to the character's
+    # first point (the running sum of its offsets). Off = the offset and pen state only.
+    point_position: bool = False
+    # Also add the character's identity embedding to each of its trajectory tokens (besides the
+    # identity token that opens its part of the window). Off = the identity token only.
+    identity_every_token: bool = False
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units

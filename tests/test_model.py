@@ -11,6 +11,7 @@ import torch
 from cashg.config import ModelConfig
 from cashg.model import CASHG, char_deltas, collate, count_parameters
 from cashg.model.checkpoint import CheckpointError, load_model, save_model_checkpoint
+from cashg.model.decoder import char_positions
 from cashg.model.gmm_head import RHO_LIMIT, mixture_from_raw
 from cashg.model.presets import TINY, synthetic_sample
 from cashg.model.rope import RotaryEmbedding
@@ -188,3 +189,9 @@ def test_paper_size_parameter_count():
     assert 120e6 < counts["frozen"] < 140e6  # canine-c is ~132M, frozen
     assert counts["trainable"] > 10e6
     assert all(not p.requires_grad for p in m.text.backbone.parameters())
+
+
+def test_char_positions_are_relative_to_the_first_point():
+    d = torch.tensor([[[0.5, 0.2], [0.1, 0.0], [0.0, 0.3], [0.0, 0.0]]])  # (1, T=4, 2), 1 pad
+    expected = torch.tensor([[[0.0, 0.0], [0.1, 0.0], [0.1, 0.3], [0.1, 0.3]]])
+    torch.testing.assert_close(char_positions(d), expected)

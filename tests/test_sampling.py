@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from cashg.losses import most_probable_mean
 from cashg.model import CASHG
+from cashg.model.batch import SequenceSample, collate
 from cashg.model.gmm_head import mixture_from_raw
 from cashg.model.presets import TINY, with_changes
 from cashg.sampling import (
@@ -185,3 +187,37 @@ def test_decoder_step_matches_full_window(gated):
     torch.testing.assert_close(h0[valid[:, :prefix]], full[:, :prefix][valid[:, :prefix]],
                                atol=1e-5, rtol=0)
     torch.testing.assert_close(torch.cat(outs, 1), full[:, prefix:], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("point_position,bi_swt,every", [
+    (True, True, False), (False, True, False), (True, False, False), (True, True, True),
+    (False, False, True)])
+def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, every):
+    """Sampling builds every token as teacher forcing does (offsets, pen states, in-character
+    positions, per-token identities, segments, windows): re-reading greedy samples with ``forward`` gives, at every
+    point, the most probable component's mean = the sampled offset and the pen argmax."""
+    torch.manual_seed(0)
+    m = CASHG(with_changes(TINY, point_position=point_position, bi_swt=bi_swt,
+                           identity_every_token=every)).eval()
+    with torch.no_grad():
+        m.head.proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
+    res = _run(m, True, True, min_pts=3, max_pts=8)
+    imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    samples = []
+    for i, text in enumerate(TEXTS):
+        pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
+        chars = [pts[res.char_index[i] == c] for c in range(len(text))]
+        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i))
+    batch = collate(samples)
+    with torch.no_grad():
+        p = m(batch).params
+    mode = most_probable_mean(p)  # (B, S, T, 2)
+    sel = batch.point_mask
+    torch.testing.assert_close(mode[sel], batch.deltas[sel], atol=1e-5, rtol=0)
+    # pen argmax, except where sampling overrides it: no end before point 3 (min_pts), an
+    # end forced at point 8 (max_pts)
+    pen = p.pen_logits.argmax(-1)  # (B, S, T)
+    t = torch.arange(sel.shape[-1])
+    free = sel & (t >= 2) & (t < 7)
+    assert int(free.sum()) > 20
+    assert bool((pen[free] == batch.pen[free]).all())

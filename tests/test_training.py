@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from cashg.ink import read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
 from cashg.training import checkpoint as ck
-from cashg.training.cli import open_data
+from cashg.training.cli import open_data, sample_lines_from_test
 from cashg.training.data import BatchSource, crop_sentence, word_spans
 from cashg.training.schedules import (
     check_schedule,
@@ -32,6 +33,7 @@ from cashg.training.schedules import (
     stream_plan,
     vdl_weights,
 )
+from cashg.training.tracking import TIMING_METRICS, TrackingRecord
 from cashg.training.trainer import RunOptions, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,6 +213,95 @@ def test_fresh_start_moves_old_run_aside(subsets, tmp_path):
     res = again.run()
     assert again.resumed_from is None and res.iteration == 2
     assert (tmp_path / "checkpoints" / f"{again.hash}.prev-1" / "ckpt-00000002.pt").exists()
+
+
+# ---------------------------------------------------------------- tracking outputs on resume
+def make_tracked_trainer(subsets: Path, out: Path, **opts) -> Trainer:
+    """A trainer with dvclive tracking and one rendered sample line (the stage's outputs)."""
+    trainer = make_trainer(subsets, out, track=True, **opts)
+    trainer.sample_lines = sample_lines_from_test(
+        subsets / "test", TINY_TRAIN.sample_lines, TINY_TRAIN.sample_max_chars,
+        TINY_TRAIN.style_refs, TINY.style_image_size)
+    assert trainer.sample_lines
+    return trainer
+
+
+def tracked_outputs(out: Path, png_bytes: bool = True) -> dict[str, object]:
+    """``dvclive/`` and ``samples/`` by relative path: the curves' text and ``metrics.json``
+    without the wall-clock metrics (they differ between runs), other files' bytes (PNGs: their
+    names only unless ``png_bytes``)."""
+    curves = out / "dvclive" / "plots" / "metrics"
+    snap: dict[str, object] = {}
+    for p in sorted(q for d in ("dvclive", "samples") for q in (out / d).rglob("*")
+                    if q.is_file()):
+        rel = p.relative_to(out).as_posix()
+        if p.suffix == ".tsv":
+            if p.relative_to(curves).with_suffix("").as_posix() not in TIMING_METRICS:
+                snap[rel] = p.read_text()
+        elif p.name == "metrics.json":
+            metrics = json.loads(p.read_text())
+            for name in TIMING_METRICS:
+                *parents, key = name.split("/")
+                node = metrics
+                for part in parents:
+                    node = node.get(part, {})
+                node.pop(key, None)
+            snap[rel] = metrics
+        else:
+            snap[rel] = p.read_bytes() if png_bytes or p.suffix != ".png" else None
+    return snap
+
+
+def delete_tracked_outputs(out: Path) -> None:
+    """What DVC does to the train stage's non-persistent outputs before it reruns it."""
+    shutil.rmtree(out / "dvclive")
+    shutil.rmtree(out / "samples")
+
+
+def test_rerun_of_finished_run_recreates_curves_and_samples(subsets, tmp_path):
+    done = make_tracked_trainer(subsets, tmp_path).run()
+    before = tracked_outputs(tmp_path)
+    assert "samples/iter_00000004.png" in before and "samples/iter_00000008.png" in before
+    assert "dvclive/plots/images/samples/iter_00000008.png" in before
+    assert "dvclive/plots/metrics/val/total.tsv" in before
+    delete_tracked_outputs(tmp_path)
+    again_t = make_tracked_trainer(subsets, tmp_path)
+    again = again_t.run()  # resumes the final checkpoint: nothing left to train
+    assert again_t.resumed_from.name == "ckpt-00000008.pt" and again.history == []
+    assert tracked_outputs(tmp_path) == before
+    assert (tmp_path / "dvclive" / "plots" / "metrics" / "train" / "samples_per_sec.tsv").is_file()
+    assert again.last_metrics == done.last_metrics  # train_summary.json's final metrics
+
+
+def test_resumed_run_tracks_like_uninterrupted_run(subsets, tmp_path):
+    make_tracked_trainer(subsets, tmp_path / "a").run()
+    # stop inside a log interval (log every 2): the open interval's metrics must carry over
+    first = make_tracked_trainer(subsets, tmp_path / "b", stop_after=5).run()
+    assert first.status == "interrupted" and first.iteration == 5
+    delete_tracked_outputs(tmp_path / "b")
+    second = make_tracked_trainer(subsets, tmp_path / "b").run()
+    assert second.status == "completed"
+    full = tracked_outputs(tmp_path / "a", png_bytes=False)
+    assert tracked_outputs(tmp_path / "b", png_bytes=False) == full
+    steps = [int(line.split("\t")[0]) for line in
+             full["dvclive/plots/metrics/train/total.tsv"].splitlines()[1:]]
+    assert steps == [2, 4, 6, 8]
+
+
+def test_tracking_record_survives_weights_only_checkpoint(tmp_path):
+    rec = TrackingRecord()
+    rec.add_metrics(2, {"train/total": 1.25, "train/lr": 1e-3})
+    rec.add_metrics(2, {"val/total": 0.5})
+    rec.add_image(2, "samples/iter_00000002.png", b"\x89PNG\x00\xff")
+    rec.add_metrics(4, {"train/total": 0.1 + 0.2})
+    torch.save({"tracking": rec.state()}, tmp_path / "r.pt")
+    back = TrackingRecord.from_state(torch.load(tmp_path / "r.pt", weights_only=True)["tracking"])
+    assert back.calls() == rec.calls() == [
+        (2, {"train/lr": 1e-3, "train/total": 1.25}), (2, {"val/total": 0.5}),
+        (4, {"train/total": 0.1 + 0.2})]
+    assert back.images == rec.images and back.last_metrics() == {"train/total": 0.1 + 0.2}
+    with pytest.raises(ValueError, match="not under samples"):
+        rec.add_image(4, "../model.pt", b"")
 
 
 # ---------------------------------------------------------------- NaN guard

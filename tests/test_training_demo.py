@@ -11,9 +11,9 @@ import torch
 
 from cashg.config import TrainConfig
 from cashg.model.cashg_model import CASHG
-from cashg.model.presets import TINY
+from cashg.model.presets import TINY, with_changes
 from cashg.training.data import BatchSource, SplitData
-from cashg.training.init import data_scaled_init, offset_scale
+from cashg.training.init import data_scaled_init, offset_scale, position_scale
 from cashg.training.trainer import stream_losses
 
 TINY_TRAIN = TrainConfig(style_refs=2, sentence_max_chars=12, val_writers=1,
@@ -88,6 +88,28 @@ def test_offset_scale_is_rms_of_inner_offsets():
     assert np.allclose(offset_scale(chars), [0.03, 0.04])
     with pytest.raises(ValueError):
         offset_scale([np.zeros((1, 3))])
+
+
+def test_position_scale_is_rms_of_positions_after_the_first_point():
+    chars = [np.array([[0.5, 0.5, 0], [0.3, 0, 0], [0.3, 0, 3]]), np.array([[0, 0.2, 3]])]
+    # positions relative to the first point: (0.3, 0), (0.6, 0)
+    assert np.allclose(position_scale(chars), [np.sqrt((0.09 + 0.36) / 2), 1e-4])
+    with pytest.raises(ValueError):
+        position_scale([np.zeros((1, 3))])
+
+
+def test_data_scaled_init_scales_the_position_input(subsets):
+    data = SplitData(subsets / "train")
+    chars = data.init_chars()
+    torch.manual_seed(0)
+    model = CASHG(with_changes(TINY, point_position=True))
+    ref = model.decoder.point_pos.weight.detach().clone()
+    with pytest.raises(ValueError, match="pos_scale"):
+        data_scaled_init(model, offset_scale(chars))
+    ps = position_scale(chars)
+    data_scaled_init(model, offset_scale(chars), ps)
+    w = model.decoder.point_pos.weight
+    assert torch.allclose(w * torch.tensor(ps, dtype=w.dtype), ref)
 
 
 def test_data_scaled_init_matches_the_data_scale(subsets):

@@ -190,6 +190,17 @@ def _block_step(
     return x + F.linear(hid, *down)
 
 
+def char_positions(deltas: torch.Tensor) -> torch.Tensor:
+    """(..., T, 2) pen position after each point relative to the character's first point
+    (the running sum of the offsets after the first) from a character's deltas (..., T, 2).
+
+    The first offset is left out because its origin differs between streams (a glyph's own
+    origin, or the predecessor's last point). Padding after the last point (zero offsets)
+    repeats the last position; it is masked wherever it is read. An RNN integrates the offsets
+    in its state; attention over offset tokens has to learn the sum, which costs many steps."""
+    return deltas.cumsum(-2) - deltas[..., :1, :]
+
+
 class GatedContextFusion(nn.Module):
     """Eq. 1: g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) h_sty + g m_ctx."""
 
@@ -213,6 +224,7 @@ class BiSWTDecoder(nn.Module):
             raise ValueError(f"d_model {d} is not divisible by n_heads {cfg.n_heads}")
         self.point_xy = nn.Linear(2, d)
         self.point_pen = nn.Embedding(N_PEN, d)
+        self.point_pos = nn.Linear(2, d) if cfg.point_position else None
         self.segment = nn.Embedding(2, d)  # 0 = predecessor tokens, 1 = current character
         rope = RotaryEmbedding(d // cfg.n_heads, cfg.rope_base)
         self.blocks = nn.ModuleList(
@@ -224,9 +236,16 @@ class BiSWTDecoder(nn.Module):
         self.heads, self.dh = cfg.n_heads, d // cfg.n_heads
         self.rope = rope
 
-    def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor) -> torch.Tensor:
-        """Trajectory tokens (..., D) from deltas (..., 2) and pen states (...) long."""
-        return self.point_xy(deltas) + self.point_pen(pen)
+    def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor,
+                     position: torch.Tensor | None = None) -> torch.Tensor:
+        """Trajectory tokens (..., D) from deltas (..., 2), pen states (...) long and, with
+        ``point_position``, the in-character positions (..., 2) of :func:`char_positions`."""
+        x = self.point_xy(deltas) + self.point_pen(pen)
+        if self.point_pos is not None:
+            if position is None:
+                raise ValueError("point_position is on: embed_points needs the positions")
+            x = x + self.point_pos(position)
+        return x
 
     def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
         """Per block cross-attention (k, v), each (B, h, M, dh); computed once per memory."""

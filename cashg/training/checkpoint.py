@@ -6,8 +6,11 @@ continue exactly: ``kind = "cashg-train-state"``, ``config_hash``, ``params`` (t
 train sections as dicts), ``char_inventory``, ``iteration`` (completed optimizer steps),
 ``optimizer`` (state dict), ``scheduler`` (the schedules are pure functions of the iteration,
 so this records the iteration and the current rate only), ``rng`` (one entry per rank: python,
-numpy, torch CPU and CUDA generator states), ``best_val``, ``nonfinite_run``. Everything is
-plain data and tensors: ``torch.load(..., weights_only=True)`` reads it.
+numpy, torch CPU and CUDA generator states), ``best_val``, ``nonfinite_run``, ``tracking``
+(:meth:`cashg.training.tracking.TrackingRecord.state`: every metric and sample image logged so
+far, replayed into fresh tracking outputs on resume) and ``log_window`` (metric name -> values
+of the iterations since the last log, so an interval cut by a resume has the same mean).
+Everything is plain data and tensors: ``torch.load(..., weights_only=True)`` reads it.
 
 Layout of a run folder ``<out>/checkpoints/<config_hash>/``: ``ckpt-<iteration:08d>.pt`` (the
 newest ``keep_last`` are kept) and ``best.pt`` (lowest validation loss). Runs with another

@@ -17,6 +17,8 @@ Resume: with ``--resume`` the latest checkpoint of the run with the same config 
 config, train config without bookkeeping fields, training-data fingerprint) continues exactly;
 without it an existing run folder of that hash is moved aside (``.prev-N``), never deleted.
 A changed config has another hash, hence another folder: incompatible runs never mix.
+``dvclive/`` and ``samples/`` are rebuilt by every run: a resumed run replays what its
+checkpoint recorded (curves, sample images), so they survive DVC deleting them before a rerun.
 
 Exit status: 0 completed (or stopped by ``--stop-after``), 143 after SIGTERM (checkpoint
 written, rerun to resume), 1 when too many consecutive non-finite steps stopped the run,

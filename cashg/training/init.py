@@ -8,7 +8,9 @@ are scaled for, and the mixture head starts with sigma = softplus(0) ~ 0.69 and 
 thousands of steps only to reach the data's scale before the shapes can be learned.
 This module rescales, once before training, the input columns of ``point_xy`` by ``1 / s``
 and the head's mean rows by ``s`` (``s`` = the per-axis RMS offset of the char samples),
-and sets the sigma biases to ``softplus^-1(s)`` with small weights. It is an initialisation
+and sets the sigma biases to ``softplus^-1(s)`` with small weights (with
+``model.point_position`` the position input columns are likewise divided by the RMS
+in-character position). It is an initialisation
 only (the architecture, the losses and sampling are unchanged; the paper specifies no
 initialisation) and deterministic: ``s`` comes from a fixed set of char samples.
 """
@@ -36,12 +38,30 @@ def offset_scale(chars: list[np.ndarray]) -> np.ndarray:
     return np.sqrt((d * d).mean(0)).clip(1e-4)
 
 
+def position_scale(chars: list[np.ndarray]) -> np.ndarray:
+    """(2,) per-axis RMS of the in-character positions (:func:`char_positions`: relative to
+    each character's first point) of ``chars``, a list of (T_i, 3) ``[dx, dy, pen]`` arrays."""
+    pos = [np.cumsum(c[1:, :2], 0, dtype=np.float64) for c in chars if len(c) > 1]
+    if not pos:
+        raise ValueError("data_init: no character with two or more points")
+    p = np.concatenate(pos)
+    return np.sqrt((p * p).mean(0)).clip(1e-4)
+
+
 @torch.no_grad()
-def data_scaled_init(model: CASHG, scale: np.ndarray) -> None:
-    """Rescale ``model`` in place for offsets of per-axis RMS ``scale`` (2,) (module docstring)."""
+def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | None = None) -> None:
+    """Rescale ``model`` in place for offsets of per-axis RMS ``scale`` (2,) and, when the
+    decoder embeds in-character positions, positions of per-axis RMS ``pos_scale`` (2,)
+    (module docstring)."""
+    pos = model.decoder.point_pos
+    if pos is not None and pos_scale is None:
+        raise ValueError("data_init: the decoder embeds positions, pos_scale is required")
     s = torch.as_tensor(np.asarray(scale, np.float64), dtype=torch.float32)
     xy = model.decoder.point_xy
     xy.weight.div_(s.to(xy.weight)[None, :])  # (D, 2): input column j / s_j
+    if pos is not None:
+        ps = torch.as_tensor(np.asarray(pos_scale, np.float64), dtype=torch.float32)
+        pos.weight.div_(ps.to(pos.weight)[None, :])  # (D, 2): input column j / ps_j
     proj = model.head.proj  # raw layout: pen 4 | pi K | mu_x K | mu_y K | s_x K | s_y K | rho K
     k = model.head.n_mixtures
     for axis in range(2):

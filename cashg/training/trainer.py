@@ -22,6 +22,16 @@ iterations: mean losses on fixed held-out batches of every stream (all three, wh
 stage, so the numbers are comparable over the run); ``val/total`` = sum of the streams' mean
 ``L_seq`` selects ``best.pt``; sample lines of held-out writers are rendered. Evaluation runs
 under :func:`torch.random.fork_rng`, so it never changes the training random stream.
+
+Resume: :meth:`Trainer.run` continues the latest checkpoint of the same config hash, exactly
+(model, optimizer, RNG states, and the metrics of the current, not yet logged interval). The
+tracking outputs (``<out>/dvclive``, ``<out>/samples``) are rebuilt, never appended to: DVC
+deletes them before it reruns the stage. Every checkpoint holds a
+:class:`~cashg.training.tracking.TrackingRecord` of all that was logged so far (each
+``log`` call, each sample PNG); a run starts a fresh dvclive folder, logs the params, replays
+the record of its checkpoint (same steps, PNGs rewritten) and then logs as usual. So an
+interrupted-and-resumed run ends with the same curves and samples as an uninterrupted one
+(timing metrics aside), and a rerun of a finished run (nothing left to train) recreates them.
 """
 
 from __future__ import annotations
@@ -54,7 +64,7 @@ from cashg.model.gmm_head import MixtureParams
 from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
-from cashg.training.init import data_scaled_init, offset_scale
+from cashg.training.init import data_scaled_init, offset_scale, position_scale
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -64,7 +74,15 @@ from cashg.training.schedules import (
     stream_plan,
     vdl_weights,
 )
-from cashg.training.tracking import Tracker, render_samples
+from cashg.training.tracking import (
+    Tracker,
+    TrackingRecord,
+    clear_samples,
+    finite_metrics,
+    render_samples,
+    replay,
+    sample_name,
+)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -154,7 +172,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         model = CASHG(model_cfg)
         if cfg.data_init:
-            data_scaled_init(model, offset_scale(train_data.init_chars()))
+            chars = train_data.init_chars()
+            data_scaled_init(model, offset_scale(chars), position_scale(chars))
         self.model = model.to(self.device)
         self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                         else None) if self.dist.distributed else None)
@@ -170,6 +189,8 @@ class Trainer:
         self.best_val = math.inf
         self.nonfinite_run = 0
         self.resumed_from: Path | None = None
+        self.record = TrackingRecord()  # everything logged so far (checkpointed, replayed)
+        self.window: dict[str, list[float]] = defaultdict(list)  # metrics of the open interval
         self._stop_signal = False
         self.loss_hook: Callable[[int, str, dict], dict] | None = None  # tests
 
@@ -204,8 +225,24 @@ class Trainer:
             print(f"[train] {latest}: saved with {len(rng)} ranks, running {self.dist.world}: "
                   "random streams reseeded (batches are unchanged)", file=sys.stderr)
             torch.manual_seed(self.cfg.seed * 1000 + 17 + self.dist.rank + self.iteration)
+        self._restore_tracking(extra, latest)
         self.resumed_from = latest
         return latest
+
+    def _restore_tracking(self, extra: dict, path: Path) -> None:
+        """The tracking record and the open log interval of a checkpoint (an older checkpoint
+        without a record resumes with an empty one: its earlier curves are not recreated)."""
+        self.window = defaultdict(list, {k: [float(x) for x in v]
+                                         for k, v in extra.get("log_window", {}).items()})
+        if "tracking" not in extra:
+            self.record = TrackingRecord()
+            print(f"[train] {path}: no tracking record; curves and samples before iteration "
+                  f"{self.iteration} are not recreated", file=sys.stderr)
+            return
+        try:
+            self.record = TrackingRecord.from_state(extra["tracking"])
+        except (KeyError, ValueError) as exc:
+            raise ck.CheckpointError(f"{path}: bad tracking record ({exc})") from exc
 
     def _extra(self) -> dict:
         return {
@@ -215,6 +252,8 @@ class Trainer:
             "scheduler": {"kind": "pure-function-of-iteration", "iteration": self.iteration,
                           "lr": learning_rate(max(self.iteration - 1, 0), self.cfg)},
             "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
+            "tracking": self.record.state(),
+            "log_window": {k: list(v) for k, v in self.window.items()},
         }
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
@@ -322,6 +361,32 @@ class Trainer:
             self.model.train()
         return True
 
+    # ------------------------------------------------------------------ tracking
+    def _start_tracking(self) -> Tracker:
+        """A fresh tracker (main rank, when tracking) with the params, then the restored
+        record replayed: dvclive curves and ``samples/`` as they were at the checkpoint."""
+        main = self.dist.is_main
+        tracker = Tracker(self.out_dir / "dvclive" if (self.opts.track and main) else None)
+        tracker.log_params(self.params)
+        if main:
+            clear_samples(self.out_dir)
+            replay(self.record, tracker, self.out_dir)
+        return tracker
+
+    def _log(self, tracker: Tracker, step: int, metrics: dict[str, float]) -> None:
+        """Log ``metrics`` at ``step`` and keep the call in the record."""
+        finite = finite_metrics(metrics)
+        self.record.add_metrics(step, finite)
+        tracker.log(step, finite)
+
+    def _log_sample(self, tracker: Tracker) -> None:
+        """Render the sample lines into ``samples/iter_<t>.png``, log and record the image."""
+        name = sample_name(self.iteration)
+        path = self.out_dir / name
+        if self.render(path):
+            self.record.add_image(self.iteration, name, path.read_bytes())
+            tracker.log_image(name, path)
+
     # ------------------------------------------------------------------ the loop
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002
         self._stop_signal = True
@@ -331,19 +396,16 @@ class Trainer:
         t0 = time.perf_counter()
         self.restore()
         start = self.iteration
-        tracker = Tracker(self.out_dir / "dvclive" if (opts.track and self.dist.is_main) else None,
-                          resume=start > 0)
-        if start == 0:
-            tracker.log_params(self.params)
+        tracker = self._start_tracking()
         old_handler = None
         try:
             old_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         except ValueError:  # not the main thread
             pass
         history: list[dict] = []
-        window: dict[str, list[float]] = defaultdict(list)
+        window = self.window  # restored with the checkpoint: intervals survive a resume
         status = "completed"
-        last: dict = {}
+        last: dict = self.record.last_metrics()  # a finished run's rerun reports the same
         tick, samples = time.perf_counter(), 0
         bar = None
         if opts.progress and self.dist.is_main and start < cfg.total_iters:
@@ -380,7 +442,7 @@ class Trainer:
                     last["train/stage"] = m["train/stage"]
                     last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
                     last = dd.mean_over_ranks(last, self.device)
-                    tracker.log(self.iteration, last)
+                    self._log(tracker, self.iteration, last)
                     window.clear()
                     tick, samples = now, 0
                 is_best = False
@@ -389,12 +451,10 @@ class Trainer:
                     if val:
                         is_best = val["val/total"] < self.best_val
                         self.best_val = min(self.best_val, val["val/total"])
-                        tracker.log(self.iteration, val)
+                        self._log(tracker, self.iteration, val)
                         last.update(val)
                     if self.dist.is_main:
-                        png = self.out_dir / "samples" / f"iter_{self.iteration:08d}.png"
-                        if self.render(png):
-                            tracker.log_image(f"samples/iter_{self.iteration:08d}.png", png)
+                        self._log_sample(tracker)
                 stop = dd.any_true(self._stop_signal, self.device)
                 sliced = opts.stop_after is not None and self.iteration >= opts.stop_after
                 if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced):
