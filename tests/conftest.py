@@ -42,3 +42,10 @@ def one_torch_thread():
     import torch
 
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def subsets(tiny_train_subsets: Path) -> Path:
+    """Short name of :func:`tiny_train_subsets` for the training tests (a test module's own
+    ``subsets`` fixture takes precedence)."""
+    return tiny_train_subsets

@@ -48,14 +48,7 @@ TINY_TRAIN = TrainConfig(
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(one_torch_thread):
-    pass
-
-
-@pytest.fixture
-def subsets(tiny_train_subsets) -> Path:
-    return tiny_train_subsets
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_trainer(subsets: Path, out: Path, cfg: TrainConfig = TINY_TRAIN, **opts) -> Trainer:

@@ -21,14 +21,7 @@ TINY_TRAIN = TrainConfig(style_refs=2, sentence_max_chars=12, val_writers=1,
 BUCKETED = dataclasses.replace(TINY_TRAIN, length_buckets=3)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(one_torch_thread):
-    pass
-
-
-@pytest.fixture
-def subsets(tiny_train_subsets) -> Path:
-    return tiny_train_subsets
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_in_memory_items_equal_h5py_items(subsets):
