@@ -9,7 +9,7 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_training import TINY_TRAIN, subsets  # noqa: F401  (fixture)
+from test_training import TINY_TRAIN
 
 from cashg.model.presets import TINY
 
@@ -42,7 +42,7 @@ def _worker(rank: int, world: int, port: int, data: str, out: str) -> None:
     shutdown()
 
 
-def test_two_gloo_ranks_stay_in_sync(subsets, tmp_path):  # noqa: F811
+def test_two_gloo_ranks_stay_in_sync(subsets, tmp_path):
     mp.spawn(_worker, args=(2, _free_port(), str(subsets), str(tmp_path)), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
     assert r0["status"] == r1["status"] == "completed"
