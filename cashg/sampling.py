@@ -37,7 +37,6 @@ import torch.nn.functional as F
 
 from cashg.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
-from cashg.model.decoder import char_positions
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 
 CURSIVE_EOC, EOC = 2, 3
@@ -183,6 +182,7 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
     rows = torch.arange(b, device=dev)
     m = opts.max_char_points
     seg_cur = dec.segment.weight[1]  # (D,)
+    track_pos = dec.point_pos is not None  # in-character positions are embedded
     no_end = identity.new_tensor(NO_END)  # (4,)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     cache = steps = None
@@ -201,16 +201,16 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
         has_prev = torch.full((b,), bool(model.cfg.bi_swt and s > 0), device=dev)
         e_prev = identity[:, max(s - 1, 0)]
         e_cur = identity[:, s]
-        prev_tok = dec.embed_points(prev_d, prev_pen, char_positions(prev_d))  # (B, Tp, D)
-        own_prev = own_cur = 0.0
+        prev_tok = dec.embed_chars(prev_d, prev_pen)  # (B, Tp, D)
+        cur_add = seg_cur  # (D,) or (B, D): added to every generated token of this character
         if model.cfg.identity_every_token:
-            own_prev, own_cur = e_prev[:, None], e_cur
-        prev_tok = prev_tok + own_prev
+            prev_tok = prev_tok + e_prev[:, None]
+            cur_add = seg_cur + e_cur
         m_ctx = ctx[:, s][:, None]  # (B, 1, D)
         cur_d = identity.new_zeros(b, m, 2)
         cur_pen = torch.zeros(b, m, dtype=torch.long, device=dev)
         cur_tok = identity.new_zeros(b, m, d)
-        cur_pos = identity.new_zeros(b, 2)  # pen position relative to the first point
+        cur_pos = identity.new_zeros(b, 2) if track_pos else None  # relative to the 1st point
         done = ~active
         if opts.use_cache:  # the prefix [e_prev, y_prev, e_cur] once, then one step per point
             tokens, pos, valid, n_prev = _window(model, e_prev, prev_tok, prev_len, e_cur,
@@ -239,9 +239,9 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
             # every row is written (rows already done write points past their end, never read)
             cur_d[:, t] = delta
             cur_pen[:, t] = pen
-            if t > 0:
+            if track_pos and t > 0:
                 cur_pos = cur_pos + delta
-            cur_tok[:, t] = dec.embed_points(delta, pen, cur_pos) + seg_cur + own_cur
+            cur_tok[:, t] = dec.embed_points(delta, pen, cur_pos) + cur_add
             done = done | (pen >= CURSIVE_EOC)
             if bool(done.all()):
                 break

@@ -15,7 +15,7 @@ from torch import nn
 
 from cashg.config import ModelConfig
 from cashg.model.batch import CharSequenceBatch
-from cashg.model.decoder import BiSWTDecoder, char_positions
+from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
@@ -83,8 +83,7 @@ class CASHG(nn.Module):
         n_id = b * s
         idx = torch.where(pt < 0, flat_char, n_id + flat_char * t + pt.clamp(min=0))
         idx = torch.where(valid, idx, n_id + n_id * t)  # padding -> the zero row
-        points = self.decoder.embed_points(deltas, pen, char_positions(deltas))
-        points = points.reshape(n_id * t, d)
+        points = self.decoder.embed_chars(deltas, pen).reshape(n_id * t, d)
         bank = torch.cat([identity.reshape(n_id, d), points, identity.new_zeros(1, d)])
         tokens = bank[idx] + self.decoder.segment((~in_prev).long()) * valid[..., None]
         if self.cfg.identity_every_token:  # the identity of each trajectory token's character

@@ -247,6 +247,12 @@ class BiSWTDecoder(nn.Module):
             x = x + self.point_pos(position)
         return x
 
+    def embed_chars(self, deltas: torch.Tensor, pen: torch.Tensor) -> torch.Tensor:
+        """Trajectory tokens (..., T, D) of whole characters, deltas (..., T, 2) and pen
+        (..., T); the in-character positions are derived only when they are embedded."""
+        pos = char_positions(deltas) if self.point_pos is not None else None
+        return self.embed_points(deltas, pen, pos)
+
     def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
         """Per block cross-attention (k, v), each (B, h, M, dh); computed once per memory."""
         mem = {"writer": writer_memory, "glyph": glyph_memory}

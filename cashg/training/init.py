@@ -31,21 +31,21 @@ SIGMA_WEIGHT_SCALE = 0.1  # the sigma rows start nearly constant at the data sca
 def offset_scale(chars: list[np.ndarray]) -> np.ndarray:
     """(2,) per-axis RMS of the within-character offsets (every point after a character's
     first) of ``chars``, a list of (T_i, 3) ``[dx, dy, pen]`` arrays."""
-    inner = [c[1:, :2] for c in chars if len(c) > 1]
-    if not inner:
-        raise ValueError("data_init: no character with two or more points")
-    d = np.concatenate(inner).astype(np.float64)
-    return np.sqrt((d * d).mean(0)).clip(1e-4)
+    return _rms([c[1:, :2] for c in chars if len(c) > 1])
 
 
 def position_scale(chars: list[np.ndarray]) -> np.ndarray:
     """(2,) per-axis RMS of the in-character positions (:func:`char_positions`: relative to
     each character's first point) of ``chars``, a list of (T_i, 3) ``[dx, dy, pen]`` arrays."""
-    pos = [np.cumsum(c[1:, :2], 0, dtype=np.float64) for c in chars if len(c) > 1]
-    if not pos:
+    return _rms([np.cumsum(c[1:, :2], 0, dtype=np.float64) for c in chars if len(c) > 1])
+
+
+def _rms(rows: list[np.ndarray]) -> np.ndarray:
+    """(2,) per-axis RMS over the stacked (n_i, 2) ``rows`` (floored at 1e-4)."""
+    if not rows:
         raise ValueError("data_init: no character with two or more points")
-    p = np.concatenate(pos)
-    return np.sqrt((p * p).mean(0)).clip(1e-4)
+    d = np.concatenate(rows).astype(np.float64)
+    return np.sqrt((d * d).mean(0)).clip(1e-4)
 
 
 @torch.no_grad()
