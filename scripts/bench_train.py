@@ -85,6 +85,13 @@ def iteration_batches(t: int, cfg: TrainConfig, size: int, seed: int):
             for s, n in plan.micro_batches.items() if n}
 
 
+def load_profile(profile: str) -> tuple[ModelConfig, TrainConfig]:
+    """(model, train) configs of the ``paper`` or ``demo`` profile (module docstring)."""
+    if profile == "paper":
+        return ModelConfig(text_backbone="random-canine"), TrainConfig()
+    return load_section("model"), load_section("train")
+
+
 def make_trainer(model_cfg, cfg, device: str) -> Trainer:
     return Trainer(model_cfg, cfg, _NoData(), Path("/tmp/bench_train_unused"),
                    RunOptions(device=device, track=False, progress=False))
@@ -101,11 +108,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.profile == "paper":
-        model_cfg = ModelConfig(text_backbone="random-canine")
-        cfg = TrainConfig()
-    else:
-        model_cfg, cfg = load_section("model"), load_section("train")
+    model_cfg, cfg = load_profile(args.profile)
     trainer = make_trainer(model_cfg, cfg, args.device)
     if args.bf16:
         trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)

@@ -62,13 +62,16 @@ class CASHG(nn.Module):
         pen: torch.Tensor,  # (B, S, T)
         char_mask: torch.Tensor,  # (B, S)
         point_mask: torch.Tensor,  # (B, S, T)
+        window_mask: torch.Tensor | None = None,  # (B, S) characters that get a window
     ) -> Windows:
-        """Pack ``[e~_{s-1}, y_{s-1}, e~_s, y_{s,1:T-1}]`` for every valid character."""
+        """Pack ``[e~_{s-1}, y_{s-1}, e~_s, y_{s,1:T-1}]`` for every valid character (of
+        ``window_mask``, default ``char_mask``; a predecessor needs no window of its own)."""
         b, s, t = pen.shape
         d = identity.shape[-1]
         dev = identity.device
         n_pts = point_mask.sum(-1)  # (B, S)
-        bw, sw = char_mask.nonzero(as_tuple=True)  # (W,)
+        bw, sw = (char_mask if window_mask is None else window_mask & char_mask).nonzero(
+            as_tuple=True)  # (W,)
         s_prev = (sw - 1).clamp(min=0)
         has_prev = (sw > 0) & self.cfg.bi_swt
         n_prev = torch.where(has_prev, 1 + n_pts[bw, s_prev], 0)  # (W,)
@@ -91,17 +94,25 @@ class CASHG(nn.Module):
             tokens = tokens + own * (valid & (pt >= 0))[..., None]
         return Windows(bw, sw, tokens, j.expand(len(bw), -1), valid, token_char, n_prev)
 
-    def forward(self, batch: CharSequenceBatch, return_gates: bool = False) -> ModelOutput:
-        """Teacher-forced mixture parameters for every point of every valid character."""
+    def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
+                targets_only: bool = False, reference: bool = False) -> ModelOutput:
+        """Teacher-forced mixture parameters for every point of every valid character, the
+        decoder run on the valid tokens only. ``targets_only``: only the characters of
+        ``batch.target_mask`` get a window (the others, context only, get padding values and
+        cost nothing; right when no loss reads their predictions). ``reference=True`` is the
+        plain computation the fast one must equal (tests): a window for every valid character
+        and the decoder over the padded windows."""
         b, s, t = batch.pen.shape
         style = self.style(batch.style_images)
         identity, ctx = self.text(batch.codepoints, batch.char_mask)
+        only = batch.target_mask if targets_only and not reference else None
         win = self.build_windows(identity, batch.deltas, batch.pen, batch.char_mask,
-                                 batch.point_mask)
+                                 batch.point_mask, only)
         mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in
                   self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = ctx[win.batch_index[:, None], win.token_char]  # (W, L, D)
-        h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx)
+        h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx,
+                               packed=not reference)
         out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
             max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character
         h_out = torch.gather(h, 1, out_idx[..., None].expand(-1, -1, h.shape[-1]))

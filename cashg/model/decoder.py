@@ -140,6 +140,58 @@ class DecoderBlock(nn.Module):
         x = x + self.drop(self.cross_attn(self.ln2(x), kv))
         return x + self.drop(self.ffn(self.ln3(x)))
 
+    def forward_packed(self, x: torch.Tensor, pack: Packing, rot, key_valid: torch.Tensor,
+                       kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """:meth:`forward` (no cache) on the valid tokens only, x (N, D) packed: every
+        token-wise layer (LayerNorms, projections, feed-forward) skips the padding; only the
+        two attentions see the padded (W, L) layout, which they need for their batched
+        kernels. Valid tokens get the same values as :meth:`forward` up to float rounding."""
+        sa, ca = self.self_attn, self.cross_attn
+        w, n, d = pack.windows, pack.length, x.shape[-1]
+        # causal self-attention: q, k, v of the valid tokens, scattered into the windows
+        qkv = pack.unpack(sa.qkv(self.ln1(x)))  # (W, L, 3D)
+        q, k, v = qkv.view(w, n, 3, sa.h, sa.dh).permute(2, 0, 3, 1, 4)  # (W, h, L, dh)
+        q, k = sa.rope(q, rot), sa.rope(k, rot)
+        mask = pack.causal[None, None] & key_valid[:, None, None, :]  # (W, 1, L, L)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=sa.dropout if self.training else 0.0)
+        x = x + self.drop(sa.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
+        # cross-attention to the window's style memory
+        q = pack.unpack(ca.q(self.ln2(x))).view(w, n, ca.h, ca.dh).transpose(1, 2)
+        y = F.scaled_dot_product_attention(
+            q, kv[0], kv[1], dropout_p=ca.dropout if self.training else 0.0)
+        x = x + self.drop(ca.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
+        return x + self.drop(self.ffn(self.ln3(x)))
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the N valid tokens of W right-padded windows of L tokens sit.
+
+    flat (N,) long: index of each valid token in the flattened (W * L) layout, in window
+    order; causal (L, L) bool: the causal mask of one window."""
+
+    flat: torch.Tensor
+    windows: int
+    length: int
+    causal: torch.Tensor
+
+    @staticmethod
+    def of(valid: torch.Tensor) -> Packing:
+        """The packing of the True entries of ``valid`` (W, L)."""
+        w, n = valid.shape
+        j = torch.arange(n, device=valid.device)
+        return Packing(valid.reshape(-1).nonzero().squeeze(1), w, n, j[None, :] <= j[:, None])
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) valid rows of a padded (W, L, ...) tensor."""
+        return x.reshape(self.windows * self.length, *x.shape[2:]).index_select(0, self.flat)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(W, L, ...) with the packed rows x (N, ...) in place and zeros on the padding."""
+        out = x.new_zeros(self.windows * self.length, *x.shape[1:])
+        return out.index_copy(0, self.flat, x).view(self.windows, self.length, *x.shape[1:])
+
 
 @dataclass(frozen=True)
 class StepWeights:
@@ -275,8 +327,15 @@ class BiSWTDecoder(nn.Module):
         mem_kv: list,  # per block (k, v), each (W, h, M, dh)
         m_ctx: torch.Tensor | None,  # (W, n, D) context memory of each token's character
         cache: KVCache | None = None,
+        packed: bool = True,
     ):
-        """(h (W, n, D), gate (W, n, D) or None). With a cache, appends the n new tokens."""
+        """(h (W, n, D), gate (W, n, D) or None). With a cache, appends the n new tokens.
+
+        Without a cache (teacher forcing) and with ``packed`` the blocks run on the valid
+        tokens only (:meth:`DecoderBlock.forward_packed`; outputs on padding are zeros);
+        ``packed=False`` is the plain padded computation, kept as the reference."""
+        if cache is None and packed:
+            return self._forward_packed(x, positions, token_valid, mem_kv, m_ctx)
         start = 0
         key_valid = token_valid
         if cache is not None:
@@ -301,6 +360,20 @@ class BiSWTDecoder(nn.Module):
         if self.fusion is None:
             return h_sty, None
         return self.fusion(h_sty, m_ctx)
+
+    def _forward_packed(self, x, positions, token_valid, mem_kv, m_ctx):
+        """:meth:`forward` without a cache, the padding skipped by every token-wise layer."""
+        pack = Packing.of(token_valid)
+        rot = self.rope.angles(positions)  # (cos, sin) (W, 1, L, dh/2), shared by all blocks
+        xp = pack.pack(x)  # (N, D)
+        for blk, kv in zip(self.blocks, mem_kv):
+            xp = blk.forward_packed(xp, pack, rot, token_valid, kv)
+        h = self.ln_out(xp)  # (N, D)
+        gate = None
+        if self.fusion is not None:
+            h, gate = self.fusion(h, pack.pack(m_ctx))
+            gate = pack.unpack(gate)
+        return pack.unpack(h), gate
 
     def step_weights(self) -> StepWeights:
         """Plain-tensor parameters for :meth:`step` (take them again after changing weights)."""

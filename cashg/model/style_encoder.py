@@ -62,9 +62,12 @@ class ResNet18Trunk(nn.Module):
             c_in = c_out
         self.layers = nn.Sequential(*layers)
         self.out_channels = c_in
+        # channels-last (NHWC) weights and activations: the layout oneDNN and cuDNN convolve
+        # fastest (measured on one CPU thread, 64 references, forward + backward: 1.35x)
+        self.to(memory_format=torch.channels_last)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(self.stem(x))
+        return self.layers(self.stem(x.contiguous(memory_format=torch.channels_last)))
 
 
 @dataclass

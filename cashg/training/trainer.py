@@ -122,25 +122,29 @@ def _float_params(p: MixtureParams) -> MixtureParams:
 
 
 def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
-                  cfg: TrainConfig, amp: contextlib.AbstractContextManager) -> dict:
+                  cfg: TrainConfig, amp: contextlib.AbstractContextManager,
+                  vdl: bool = True) -> dict:
     """Losses of one micro-batch: ``mdn, pen, seq, vdl, style, style_writer, style_glyph``.
 
     VDL boundaries: consecutive non-space characters whose current character is a target
     (a bigram's (predecessor, current) pair; every pair of a sentence window); the predicted
-    trajectory is the most probable component's mean at every step (cashg.losses).
+    trajectory is the most probable component's mean at every step (cashg.losses), the
+    predecessor's included. ``vdl=False`` (its weight is 0 at this iteration): no ``vdl`` key,
+    and no window for context-only characters, whose predictions only the VDL reads.
     """
+    vdl = vdl and stream != "char"
     with amp:
-        out = model(batch)
+        out = model(batch, targets_only=not vdl)
     p = _float_params(out.params)
     mask = batch.point_mask & batch.target_mask[..., None]
     seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights)
     res = dict(seq)
-    if stream != "char":
+    if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
         bounds = bounds & batch.target_mask[:, 1:]
         res["vdl"] = vertical_drift_loss(most_probable_mean(p), batch.deltas, batch.point_mask,
                                          bounds)
-    else:
+    elif stream == "char":
         res["vdl"] = seq["seq"].new_zeros(())
     sty = style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
                      batch.writer_ids, batch.glyph_labels, cfg.supcon_temperature)
@@ -181,7 +185,7 @@ class Trainer:
         self.params_opt = params_opt
         self.opt = torch.optim.AdamW(params_opt, lr=cfg.lr, betas=tuple(cfg.betas),
                                      weight_decay=cfg.weight_decay,
-                                     fused=self.device.type == "cuda")
+                                     fused=True)  # one kernel per step, CPU and CUDA alike
         self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
                     else contextlib.nullcontext())
         torch.manual_seed(cfg.seed * 1000 + 17 + self.dist.rank)  # per-rank dropout stream
@@ -289,8 +293,7 @@ class Trainer:
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         buffers = [b.detach().clone() for b in self.model.buffers()]  # BN statistics
-        sums: dict[str, float] = defaultdict(float)
-        nonfinite = False
+        sums: dict[str, torch.Tensor | float] = defaultdict(float)  # tensors until the end
         n_samples = 0
         for j, (s, b) in enumerate(micro):
             b = b.to(self.device)
@@ -299,21 +302,26 @@ class Trainer:
             sync = contextlib.nullcontext() if (self.ddp is None or j == len(micro) - 1) \
                 else self.ddp.no_sync()
             with sync:
-                losses = stream_losses(net, b, s, cfg, self.amp)
+                losses = stream_losses(net, b, s, cfg, self.amp, vdl=lam[s][1] > 0)
                 if self.loss_hook is not None:
                     losses = self.loss_hook(t, s, losses)
-                gen = losses["seq"] + lam[s][1] * losses["vdl"]
+                gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
+                    else losses["seq"]
                 total = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
                 total.backward()
             for k in ("mdn", "pen", "vdl", "seq", "style"):
-                v = float(losses[k].detach())
-                nonfinite |= not math.isfinite(v)
-                sums[f"train/{s}/{k}"] += v / n_s
-            sums["train/total"] += float(total.detach())
+                if k in losses:  # no vdl where its weight is 0 (not computed)
+                    sums[f"train/{s}/{k}"] += losses[k].detach() / n_s
+            sums["train/total"] += total.detach()
             n_samples += int(b.writer_ids.shape[0])
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params_opt, cfg.grad_clip)
-        gn = float(grad_norm)
-        nonfinite = dd.any_true(nonfinite or not math.isfinite(gn), self.device)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params_opt, cfg.grad_clip, foreach=True)
+        # one device-to-host transfer per step (no sync inside the micro-batch loop)
+        names = list(sums)
+        values = torch.stack([torch.as_tensor(sums[k], device=self.device).float()
+                              for k in names] + [grad_norm.float()]).tolist()
+        sums = dict(zip(names, values[:-1]))
+        gn = values[-1]
+        nonfinite = dd.any_true(not all(math.isfinite(v) for v in values), self.device)
         if nonfinite:  # no update at all: drop the gradients, restore running statistics
             self.opt.zero_grad(set_to_none=True)
             with torch.no_grad():

@@ -1,0 +1,59 @@
+"""Where the time of a training step goes: torch.profiler over demo-profile steps per stage.
+
+    python scripts/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
+        [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total]
+
+Uses the synthetic batches of ``scripts/bench_train.py`` (one untimed warm-up step per stage),
+prints per stage the number of aten operator calls per iteration and the top rows of the
+profiler's operator table. ``docs/performance.md`` quotes its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=("paper", "demo"), default="demo")
+    ap.add_argument("--stages", default="1,2,3")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rows", type=int, default=15)
+    ap.add_argument("--sort", default=None, help="profiler sort key (default: self time)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model_cfg, cfg = load_profile(args.profile)
+    trainer = make_trainer(model_cfg, cfg, args.device)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
+    starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
+    size = model_cfg.style_image_size
+    for stage in (int(s) for s in args.stages.split(",")):
+        t0 = starts[stage]
+        trainer.train_step(t0, iteration_batches(t0, cfg, size, 0))  # warm-up
+        batches = [iteration_batches(t0 + 1 + k, cfg, size, 0) for k in range(args.iters)]
+        with profile(activities=acts) as prof:
+            for k, b in enumerate(batches):
+                trainer.train_step(t0 + 1 + k, b)
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+        events = prof.key_averages()
+        calls = sum(e.count for e in events if e.key.startswith("aten::"))
+        print(f"## stage {stage} ({args.profile} profile, {trainer.device}, "
+              f"{torch.get_num_threads()} threads): {calls / args.iters:.0f} aten calls per "
+              f"iteration")
+        print(events.table(sort_by=sort, row_limit=args.rows, max_name_column_width=40))
+
+
+if __name__ == "__main__":
+    main()

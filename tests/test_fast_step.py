@@ -1,0 +1,88 @@
+"""The fast training step computes what the plain reference computes (fp32, CPU).
+
+Fast: the decoder's token-wise layers on the valid tokens only, and no window for a
+context-only character when the VDL (the only loss that reads its predictions) is off
+(``CASHG.forward``). Reference: ``CASHG.forward(reference=True)``, a window for every
+character and the decoder over the padded windows. On fixed tiny batches of each curriculum
+stream (bigram: the predecessor is context only; sentence: padded windows of very different
+lengths), the losses of :func:`cashg.training.trainer.stream_losses` and every parameter's
+gradient must agree to float rounding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from cashg.config import TrainConfig
+from cashg.model import CASHG, collate
+from cashg.model.presets import TINY, synthetic_sample, with_changes
+from cashg.training.trainer import stream_losses
+
+STREAM_TEXTS = {
+    "char": (["a", "b", "c"], None),
+    "bigram": (["ab", "ba", "a "], [False, True]),
+    "sentence": (["ab ba c", "a b", "cab"], None),
+}
+
+
+def _batch(stream: str):
+    rng = np.random.default_rng(3)
+    texts, target = STREAM_TEXTS[stream]
+    samples = []
+    for i, text in enumerate(texts):
+        smp = synthetic_sample(text, i, rng)
+        # uneven lengths: one long character per sample pads every other window
+        smp.chars[0] = np.concatenate([smp.chars[0][:-1], rng.normal(0, .05, (9, 3)).astype(
+            np.float32), smp.chars[0][-1:]])
+        smp.chars[0][:, 2] = np.r_[np.zeros(len(smp.chars[0]) - 1), 3]
+        samples.append(dataclasses.replace(smp, target=target))
+    return collate(samples)
+
+
+def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bool):
+    torch.manual_seed(0)  # the style encoder's patch sampling draws from the global stream
+    model.zero_grad(set_to_none=True)
+    net = partial(model, reference=reference)
+    losses = stream_losses(net, batch, stream, TrainConfig(), contextlib.nullcontext(), vdl=vdl)
+    (losses["seq"] + 0.5 * losses.get("vdl", 0.0) + 0.1 * losses["style"]).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return {k: float(v.detach()) for k, v in losses.items()}, grads
+
+
+@pytest.mark.parametrize("vdl", [True, False])
+@pytest.mark.parametrize("stream", ["char", "bigram", "sentence"])
+@pytest.mark.parametrize("options", [{}, {"point_position": True, "identity_every_token": True},
+                                     {"bi_swt": False, "gated_fusion": False}])
+def test_fast_step_equals_reference(stream, options, vdl):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = CASHG(with_changes(TINY, **options)).train()
+    batch = _batch(stream)
+    fast_l, fast_g = _losses_and_grads(model, batch, stream, False, vdl)
+    ref_l, ref_g = _losses_and_grads(model, batch, stream, True, vdl)
+    assert ("vdl" in fast_l) == (vdl or stream == "char")
+    assert fast_l.keys() == ref_l.keys()
+    for k in ref_l:
+        assert fast_l[k] == pytest.approx(ref_l[k], rel=1e-5, abs=1e-6), k
+    assert fast_g.keys() == ref_g.keys()
+    for name, g in ref_g.items():  # relative to the tensor's norm: rounding, not a bug
+        err = float((fast_g[name] - g).norm() / g.norm().clamp(min=1e-12))
+        assert err < 2e-5, (name, err)
+
+
+def test_fast_step_skips_padding_and_context_windows():
+    """The saving is real: fewer decoder tokens than the reference on a bigram batch."""
+    model = CASHG(TINY)
+    batch = _batch("bigram")
+    ident, _ = model.text(batch.codepoints, batch.char_mask)
+    args = (ident, batch.deltas, batch.pen, batch.char_mask, batch.point_mask)
+    ref = model.build_windows(*args)
+    fast = model.build_windows(*args, batch.target_mask)
+    assert len(fast.batch_index) == int(batch.target_mask.sum()) < len(ref.batch_index)
+    assert int(fast.valid.sum()) < int(ref.valid.sum())
