@@ -10,6 +10,7 @@ every entry of ``ablation.variants`` adds one experiment, ``train_ablation@<vari
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -48,7 +49,45 @@ class AblationConfig:
     variants: Mapping[str, AblationVariant] = field(default_factory=_paper_variants)
 
 
-EXPERIMENT_SECTIONS: dict[str, type | object] = {"ablation": AblationConfig}
+@dataclass(frozen=True)
+class TrainSchedule:
+    """The curriculum keys of the ``train`` section a budget may change (``None`` = keep)."""
+
+    total_iters: int | None = None
+    stage2_start: int | None = None
+    stage3_start: int | None = None
+    warmup_iters: int | None = None
+    vdl_sentence_warmup_start: int | None = None
+    vdl_sentence_warmup_end: int | None = None
+    eval_interval: int | None = None
+    checkpoint_interval: int | None = None
+
+    def changes(self) -> dict[str, int]:
+        """``{train key: value}`` of the keys this schedule sets."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class TrainBudgetConfig:
+    """Which experiments train on a shorter schedule than the ``train`` section's.
+
+    Where CPU time is scarce (the demo) the main benchmark gets the ``train`` schedule and the
+    others ``schedule``: their job is to run every stage and show the direction of Table 3,
+    the main benchmark's is to write legibly. The ablation's benchmark and its variants must
+    share one schedule (Table 3 compares them at the same budget). Empty = every experiment
+    trains on the ``train`` section (the paper profile).
+    """
+
+    experiments: tuple[str, ...] = ()
+    schedule: TrainSchedule = TrainSchedule()
+
+    def for_experiment(self, name: str) -> dict[str, int]:
+        """The ``train`` keys experiment ``name`` overrides (empty for the main schedule)."""
+        return self.schedule.changes() if name in self.experiments else {}
+
+
+EXPERIMENT_SECTIONS: dict[str, type | object] = {"ablation": AblationConfig,
+                                               "train_budget": TrainBudgetConfig}
 
 
 def experiment_names(params: Mapping[str, Any]) -> list[str]:
@@ -84,3 +123,17 @@ def check_params(params: Mapping[str, Any], where: str,
         if name in subsets.benchmarks:
             raise BenchmarkError(f"{at}.variants.{name}: also a benchmark name (both would"
                                  f" write results/train/{name})")
+    if "train_budget" in given:
+        _check_budget(params, where)
+
+
+def _check_budget(params: Mapping[str, Any], where: str) -> None:
+    """The ablation cells share one schedule. (Names that are no experiment are allowed: after
+    a dataset swap they simply do not apply, and every experiment trains on ``train``.)"""
+    budget, ablation = params["train_budget"], params["ablation"]
+    cells = [ablation.benchmark, *ablation.variants]
+    short = [c for c in cells if c in budget.experiments]
+    if short and len(short) != len(cells):
+        raise BenchmarkError(f"{where}: train_budget.experiments: the ablation cells "
+                             f"{', '.join(cells)} must all be listed or none (Table 3 compares "
+                             f"them at one budget); listed: {', '.join(short)}")

@@ -56,3 +56,28 @@ def test_unknown_section_is_an_error(tmp_path, repo_root):
     path.write_text(text)
     with pytest.raises(ParamsError, match="unknown section 'trian'"):
         load_params(path)
+
+
+def _with_budget(tmp_path, repo_root, experiments: str):
+    text = (repo_root / "params.yaml").read_text()
+    head, _, _ = text.partition("\ntrain_budget:")
+    path = tmp_path / "params.yaml"
+    path.write_text(head + f"\ntrain_budget:\n  experiments: {experiments}\n"
+                    "  schedule: {total_iters: 60, stage2_start: 30, stage3_start: 50}\n")
+    return path
+
+
+def test_train_budget_schedules_only_the_listed_experiments(tmp_path, repo_root):
+    from cashg.training.stage import budget_overrides
+
+    path = _with_budget(tmp_path, repo_root,
+                        "[merged, merged-no_biswt, merged-no_gate, merged-neither, gone]")
+    assert budget_overrides(path, "dsd") == []
+    assert budget_overrides(path, "merged-no_gate") == [
+        "train.total_iters=60", "train.stage2_start=30", "train.stage3_start=50"]
+
+
+def test_train_budget_keeps_the_ablation_cells_together(tmp_path, repo_root):
+    path = _with_budget(tmp_path, repo_root, "[merged, merged-no_gate]")
+    with pytest.raises(ParamsError, match="ablation cells .* must all be listed or none"):
+        load_params(path)

@@ -2,7 +2,10 @@
 
 Trains on ``--data`` (default ``results/subsets/NAME``) with the ``model`` and ``train``
 sections of ``--params`` (plus ``--set SECTION.KEY=VALUE`` overrides, e.g. the ablation
-variants ``--set model.bi_swt=false``; ``--variant`` only labels the run). The stage always
+variants ``--set model.bi_swt=false``; ``--variant`` only labels the run). The experiment's
+name (``--variant``, else ``--benchmark``) picks its schedule: an experiment listed under
+``train_budget.experiments`` trains with ``train_budget.schedule`` over the ``train`` section
+(applied before ``--set``). The stage always
 resumes the latest checkpoint of a run with the same config hash under
 ``<out>/checkpoints/`` (a DVC ``persist: true`` output: reruns never delete it); a changed
 config trains into a new hash folder and leaves the old one untouched. See
@@ -17,6 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cashg.params import ParamsError, load_section
 from cashg.training.cli import add_runtime_arguments, train_main
 
 
@@ -34,7 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     add_runtime_arguments(parser)
     args = parser.parse_args(argv)
     data = args.data or Path("results/subsets") / args.benchmark
-    return train_main(data, args.out, args.params, args.overrides, True, args)
+    try:
+        budget = budget_overrides(args.params, args.variant or args.benchmark)
+    except ParamsError as exc:
+        print(f"cashg train: {exc}", file=sys.stderr)
+        return 2
+    return train_main(data, args.out, args.params, budget + args.overrides, True, args)
+
+
+def budget_overrides(params_path: Path, experiment: str) -> list[str]:
+    """``train.KEY=VALUE`` overrides of ``experiment``'s schedule (``train_budget``)."""
+    changes = load_section("train_budget", params_path).for_experiment(experiment)
+    if changes:
+        print(f"[train] {experiment}: train_budget schedule {changes}", file=sys.stderr)
+    return [f"train.{k}={v}" for k, v in changes.items()]
 
 
 if __name__ == "__main__":
