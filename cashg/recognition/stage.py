@@ -6,7 +6,7 @@ Trains the benchmark's recognizer on its ground-truth training lines (``train/se
 then transcribes the held-out lines and the ground-truth test lines (``test/gt.h5``) and
 writes ``recognizer.pt`` and ``summary.json``: validation, test and chance-level CER / WER
 (chance: each test line's transcription scored against another line's text), line counts,
-training and CPU seconds. Progress: a tqdm bar (unless ``--no-progress``) and one line per
+training seconds (wall clock of the loop) and CPU seconds (the whole process). Progress: a tqdm bar (unless ``--no-progress``) and one line per
 epoch on stderr.
 """
 
