@@ -13,5 +13,6 @@ ground-truth test lines. Modules, one concern each:
 - :mod:`~cashg.recognition.data`: training / test lines from the subsets;
 - :mod:`~cashg.recognition.train`: the deterministic training loop;
 - :mod:`~cashg.recognition.recognizer`: the trained recognizer, its file, transcription;
-- :mod:`~cashg.recognition.stage`: the pipeline stage.
+- :mod:`~cashg.recognition.stage`: the pipeline stage;
+- :mod:`~cashg.recognition.listing`: ``results/recognizer/benchmarks.json`` for the DAG.
 """

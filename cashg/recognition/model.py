@@ -82,12 +82,6 @@ class RecognizerNet(nn.Module):
         self.lstm = BiLSTM(width, cfg.hidden, cfg.layers)
         self.head = nn.Linear(2 * cfg.hidden, n_classes)
 
-    def frame_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Output frames of lines of ``lengths`` points (Conv1d length arithmetic)."""
-        for s in self.strides:
-            lengths = (lengths + 2 * self.pad - self.kernel) // s + 1
-        return lengths
-
     def forward(self, features: torch.Tensor,
                 lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = features.transpose(1, 2)  # (B, 4, T)

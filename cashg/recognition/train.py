@@ -80,13 +80,11 @@ def train_recognizer(
     alphabet: Alphabet | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
-    on_epoch: Callable[[int, Recognizer], str] | None = None,
 ) -> tuple[Recognizer, TrainingLog]:
     """Train a recognizer on ``lines`` for ``cfg.iterations`` steps.
 
-    ``log`` receives one line per epoch (default: stderr), extended by what ``on_epoch(epoch,
-    recognizer)`` returns (e.g. a validation CER). Lines without points are skipped; the
-    alphabet defaults to every character of the texts.
+    ``log`` receives one line per epoch (default: stderr). Lines without points are skipped;
+    the alphabet defaults to every character of the texts.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     lines = [ln for ln in lines if len(ln)]
@@ -137,10 +135,9 @@ def train_recognizer(
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         if pos == per_epoch - 1 or it == cfg.iterations - 1:
             history.epoch_losses.append(float(np.mean(losses)))
-            extra = on_epoch(epoch + 1, recognizer) if on_epoch else ""
             log(f"recognizer: epoch {epoch + 1}/{n_epochs} iteration {it + 1}/{cfg.iterations}"
                 f" loss {history.epoch_losses[-1]:.4f} lr {learning_rate(cfg, it):.2e}"
-                f" {time.perf_counter() - start:.0f} s{extra}")
+                f" {time.perf_counter() - start:.0f} s")
             losses = []
     net.eval()
     history.iterations = cfg.iterations
