@@ -96,18 +96,21 @@ def experiment_names(params: Mapping[str, Any]) -> list[str]:
 
 
 def check_params(params: Mapping[str, Any], where: str,
-                 given: frozenset[str] | set[str] = frozenset({"subsets", "ablation"})) -> None:
+                 given: frozenset[str] | set[str] = frozenset({"subsets", "ablation",
+                                                               "recognizer"})) -> None:
     """Cross-section checks of a loaded params file (``where`` = its name).
 
     Benchmarks against datasets (:func:`preprocessing.benchmarks.check_benchmarks`), then the
-    ablation against the benchmarks; each only when its section is ``given`` in the file (a
-    section left out takes the paper defaults, which name the paper's dataset keys: a
-    stage-sized params file, e.g. for the parse stage alone, need not define benchmarks).
-    Raises :class:`~preprocessing.benchmarks.BenchmarkError`.
+    ablation and the recognizer's benchmarks against the benchmarks; each only when its
+    section is ``given`` in the file (a section left out takes the paper defaults, which name
+    the paper's dataset keys: a stage-sized params file, e.g. for the parse stage alone, need
+    not define benchmarks). Raises :class:`~preprocessing.benchmarks.BenchmarkError`.
     """
     subsets, ablation = params["subsets"], params["ablation"]
     if "subsets" in given:
         check_benchmarks(subsets, params["datasets"], where)
+    if "recognizer" in given:
+        check_recognizer_benchmarks(params["recognizer"].benchmarks, subsets.benchmarks, where)
     if "ablation" not in given:
         return
     at = f"{where}: ablation"
@@ -137,3 +140,21 @@ def _check_budget(params: Mapping[str, Any], where: str) -> None:
         raise BenchmarkError(f"{where}: train_budget.experiments: the ablation cells "
                              f"{', '.join(cells)} must all be listed or none (Table 3 compares "
                              f"them at one budget); listed: {', '.join(short)}")
+
+
+def check_recognizer_benchmarks(names: tuple[str, ...], benchmarks: Mapping[str, Any],
+                                where: str) -> None:
+    """``recognizer.benchmarks`` names distinct benchmarks that build a sentence subset (the
+    recognizer's training lines); each gets a ``recognizer@<name>`` stage."""
+    at = f"{where}: recognizer.benchmarks"
+    if len(set(names)) != len(names):
+        raise BenchmarkError(f"{at}: a benchmark is listed twice ({', '.join(names)})")
+    for name in names:
+        if name not in benchmarks:
+            raise BenchmarkError(f"{at}: {name!r} is not under subsets.benchmarks (have:"
+                                 f" {', '.join(benchmarks) or 'none'}); list the benchmarks"
+                                 " that get a recognizer, or [] for none")
+        if "sentence" not in benchmarks[name].subsets:
+            raise BenchmarkError(f"{at}: {name!r} builds no sentence subset (its subsets:"
+                                 f" {', '.join(benchmarks[name].subsets)}), which the"
+                                 " recognizer trains on")

@@ -10,6 +10,9 @@ a dataset swap changes the report with no code change:
   scored against a seeded perturbed copy of itself (a reference point for the metric scale);
 - Table 3 layout: the 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) on the
   ablation benchmark (the merged set by default);
+- legibility: both tables end with CER / WER of the generated lines by the benchmark's
+  recognizer, and the recognizers' own figures (validation, ground-truth test and chance CER /
+  WER) come from ``results/recognizer/<benchmark>/summary.json``;
 - training summaries, data statistics and the qualitative figures (generated lines next to the
   ground truth, the evaluation grids, preprocessing examples).
 """
@@ -41,15 +44,17 @@ def _read_json(path: Path) -> dict | None:
 
 
 def table3_markdown(rows: list[tuple[bool, bool, dict | None]]) -> str:
-    """Rows of (bi_swt, fusion, metrics) -> the paper's Table 3 layout (CSM | DTW)."""
+    """Rows of (bi_swt, fusion, metrics) -> the paper's Table 3 layout (CSM | DTW), then the
+    recognizer's CER / WER of the generated lines (not in the paper)."""
     lines = [
-        "| Bi-SWT | Ctx. Fusion | F1_Cursive ↑ | CRE ↑ | KGS ↑ | SSS ↑ | DTW_norm ↓ | DTW_raw ↓ |",
-        "|:-:|:-:|--:|--:|--:|--:|--:|--:|",
+        "| Bi-SWT | Ctx. Fusion | F1_Cursive ↑ | CRE ↑ | KGS ↑ | SSS ↑ | DTW_norm ↓ | DTW_raw ↓ |"
+        " CER ↓ | WER ↓ |",
+        "|:-:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for bi_swt, fusion, metrics in rows:
         m = metrics or {}
         cells = ["On" if bi_swt else "Off", "On" if fusion else "Off"]
-        cells += [format_value(m.get(k)) for k in (*_CSM, "DTW_norm", "DTW_raw")]
+        cells += [format_value(m.get(k)) for k in (*_CSM, "DTW_norm", "DTW_raw", "CER", "WER")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -82,15 +87,37 @@ def experiments_from_params(
     return tuple(params["subsets"].benchmarks), rows, tuple(params["datasets"])
 
 
+def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
+    """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
+    from cashg.params import load_params
+
+    return tuple(load_params(path)["recognizer"].benchmarks)
+
+
+def recognizer_markdown(rows: list[tuple[str, dict | None]]) -> str:
+    """Rows of (benchmark, recognizer summary.json) -> the recognizers' own figures."""
+    lines = ["| benchmark | CER val | CER GT test | CER chance | WER val | WER GT test |"
+             " WER chance | iterations | training (s) |", "|:--|" + "--:|" * 8]
+    for bench, s in rows:
+        s = s or {}
+        cells = [format_value(s.get(k), 3) for k in ("CER_val", "CER_gt", "CER_chance",
+                                                     "WER_val", "WER_gt", "WER_chance")]
+        cells += [str(s.get("iterations", "--")), format_value(s.get("train_seconds"), 0)]
+        lines.append(f"| {bench} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARKS,
                  ablation: Mapping[str, tuple[bool, bool]] | None = None,
-                 datasets: Sequence[str] | None = None) -> str:
+                 datasets: Sequence[str] | None = None,
+                 recognizers: Sequence[str] | None = None) -> str:
     """Write ``out/report.md`` (and ``out/images/``) from the stage outputs under ``results``.
 
     ``benchmarks``: the Table 2 rows; ``ablation``: experiment -> (Bi-SWT, fusion) for Table 3
     (default :data:`ABLATION`); ``datasets``: the dataset keys of the data section (default:
-    every folder found). Outputs of other experiments under ``results`` (left over from an
-    earlier dataset choice) are not shown.
+    every folder found); ``recognizers``: the benchmarks with a recognizer (default: those of
+    ``benchmarks`` with a ``results/recognizer/<benchmark>/summary.json``). Outputs of other
+    experiments under ``results`` (left over from an earlier dataset choice) are not shown.
     """
 
     def shown(folder: Path, names: Sequence[str] | None) -> bool:
@@ -125,6 +152,11 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         " itself (jitter, flipped boundary labels, spacing changes): it shows the scale of the"
         " metrics, not a competing method.",
         "",
+        "CER / WER (rec.): character and word error rates of the generated lines transcribed by"
+        " the benchmark's recognizer (trained on its ground-truth training lines; not a metric"
+        " of the paper); *CER GT* / *WER GT*: the same recognizer on the ground-truth test"
+        " lines, the floor for this recognizer. `--`: no recognizer for the benchmark.",
+        "",
         f"## Ablation on `{next(iter(ablation), 'merged')}` (layout of the paper's Table 3)",
         "",
     ]
@@ -136,6 +168,23 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
             missing.append(str(path))
         ablation_rows.append((bi_swt, fusion, metrics))
     parts.append(table3_markdown(ablation_rows))
+
+    if recognizers is None:
+        recognizers = [b for b in benchmarks
+                       if (results / "recognizer" / b / "summary.json").is_file()]
+    if recognizers:
+        parts += ["## Recognizers (legibility metric)", "",
+                  "Each recognizer transcribes held-out writers of its training split (val), the"
+                  " ground-truth test lines (GT test) and, for the chance level, each test line"
+                  " scored against another line's text.", ""]
+        rec_rows = []
+        for bench in recognizers:
+            path = results / "recognizer" / bench / "summary.json"
+            summary = _read_json(path)
+            if summary is None:
+                missing.append(str(path))
+            rec_rows.append((bench, summary))
+        parts.append(recognizer_markdown(rec_rows))
 
     parts += ["## Training", "", "| experiment | iterations | device | wall time (s) |"
               " final train total | best val total |", "|:--|--:|:--|--:|--:|--:|"]
@@ -204,7 +253,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.params is not None:
-        build_report(args.results, args.out, *experiments_from_params(args.params))
+        build_report(args.results, args.out, *experiments_from_params(args.params),
+                     recognizers=recognizers_from_params(args.params))
     else:
         build_report(args.results, args.out)
     print(f"report: {args.out / 'report.md'}")

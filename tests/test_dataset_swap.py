@@ -145,13 +145,14 @@ def _casia2_tree(root: Path) -> Path:
 # --------------------------------------------------------------------------- params and DAG
 def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | None = None
                 ) -> dict:
-    """``params.yaml`` with the example's datasets, subsets.benchmarks and ablation blocks,
-    roots replaced (what a user does by hand); ``rename`` renames benchmarks (so that a
-    benchmark's name and its protocol differ)."""
+    """``params.yaml`` with the example's datasets, subsets.benchmarks and ablation blocks and
+    its recognizer.benchmarks list, roots replaced (what a user does by hand); ``rename``
+    renames benchmarks (so that a benchmark's name and its protocol differ)."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     ex = yaml.safe_load((EXAMPLES / example).read_text())
-    assert set(ex) == {"datasets", "subsets", "ablation"}, f"{example}: unexpected blocks"
-    assert set(ex["subsets"]) == {"benchmarks"}
+    assert set(ex) == {"datasets", "subsets", "ablation", "recognizer"}, \
+        f"{example}: unexpected blocks"
+    assert set(ex["subsets"]) == {"benchmarks"} and set(ex["recognizer"]) == {"benchmarks"}
     assert set(roots) == set(ex["datasets"]), f"{example}: roots for {sorted(ex['datasets'])}"
     params["datasets"] = {k: {**v, "root": str(roots[k])} for k, v in ex["datasets"].items()}
     rename = rename or {}
@@ -160,6 +161,8 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     params["ablation"] = {**ex["ablation"],
                           "benchmark": rename.get(ex["ablation"]["benchmark"],
                                                   ex["ablation"]["benchmark"])}
+    params["recognizer"]["benchmarks"] = [rename.get(k, k)
+                                          for k in ex["recognizer"]["benchmarks"]]
     return params
 
 
@@ -178,15 +181,17 @@ def pipeline_copy(root: Path, params: dict) -> Path:
 
 
 def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
-              ablation: bool = False) -> dict:
+              ablation: bool = False, recognizers: tuple[str, ...] = ()) -> dict:
     """Both views agree and have exactly the swap's stages (plus the ablation stages when
-    ``ablation``); returns the DVC view."""
+    ``ablation``, and a recognizer stage per benchmark of ``recognizers``); returns the DVC
+    view."""
     from workflow.check_views import diff_views, dvc_view, snakemake_view
 
     dvc = dvc_view(root)
     snake = snakemake_view(root)
     assert diff_views(snake, dvc) == []
-    expected = {"demo_corpus", "report"}
+    expected = {"demo_corpus", "report", "recognizer_list"}
+    expected |= {f"recognizer__{bench}" for bench in recognizers}
     for key in datasets:
         expected |= {f"{stage}__{key}" for stage in ("parse", "summary", "preprocess")}
     for bench in benchmarks:
@@ -254,7 +259,7 @@ def trees(tmp_path_factory):
 # --------------------------------------------------------------------------- the swaps
 def test_iam_ondb_swap(trees, tmp_path, monkeypatch):
     root = pipeline_copy(tmp_path / "repo", swap_params("iam_ondb.yaml", {"iam": trees["iam"]}))
-    check_dag(root, ["iam"], {"deepwriting": "deepwriting"})
+    check_dag(root, ["iam"], {"deepwriting": "deepwriting"}, recognizers=("deepwriting",))
     run_data_stages(root, ["iam"], "deepwriting", monkeypatch)
     lists = {name: (trees["iam"] / f"{name}.txt").read_text().split()
              for name in ("trainset", "testset_v", "testset_t", "testset_f")}
@@ -273,7 +278,7 @@ def test_iam_ondb_swap(trees, tmp_path, monkeypatch):
 
 def test_brush_swap(trees, tmp_path, monkeypatch):
     root = pipeline_copy(tmp_path / "repo", swap_params("brush.yaml", {"brush": trees["brush"]}))
-    check_dag(root, ["brush"], {"dsd": "dsd"})
+    check_dag(root, ["brush"], {"dsd": "dsd"}, recognizers=("dsd",))
     run_data_stages(root, ["brush"], "dsd", monkeypatch)
     got = split_writers(root, "dsd")
     assert got == {"train": {f"brush:{w}" for w in range(146, 150)},
@@ -285,7 +290,8 @@ def test_brush_swap(trees, tmp_path, monkeypatch):
 def test_deepwriting_npz_swap(trees, tmp_path, monkeypatch):
     params = swap_params("deepwriting.yaml", {"deepwriting": trees["deepwriting"]})
     root = pipeline_copy(tmp_path / "repo", params)
-    check_dag(root, ["deepwriting"], {"deepwriting": "deepwriting"})
+    check_dag(root, ["deepwriting"], {"deepwriting": "deepwriting"},
+              recognizers=("deepwriting",))
     run_data_stages(root, ["deepwriting"], "deepwriting", monkeypatch)
     got = split_writers(root, "deepwriting")
     assert got == {"train": {"deepwriting:1", "deepwriting:2", "deepwriting:3"},
@@ -336,7 +342,8 @@ def test_merged_example_dag(tmp_path):
     params = swap_params("merged.yaml", roots, rename={"merged": "en_merged"})
     root = pipeline_copy(tmp_path / "repo", params)
     dvc = check_dag(root, ["iam", "brush"], {"dsd": "dsd", "deepwriting": "deepwriting",
-                                              "en_merged": "merged"}, ablation=True)
+                                              "en_merged": "merged"}, ablation=True,
+                    recognizers=("dsd", "deepwriting", "en_merged"))
     ablation = {n for n in dvc if "ablation" in n}
     assert ablation == {f"{s}__merged_{v}" for s in ("train_ablation", "generate_ablation",
                                                      "evaluate_ablation")
@@ -344,6 +351,7 @@ def test_merged_example_dag(tmp_path):
     argv = shlex.split(dvc["evaluate_ablation__merged_no_gate"].cmd)
     assert argv[argv.index("--protocol") + 1] == "merged"
     assert argv[argv.index("--gt") + 1] == "results/subsets/en_merged/test/gt.h5"
+    assert argv[argv.index("--recognizer-if-listed") + 1] == "en_merged"
     assert "--benchmark en_merged" in dvc["train_ablation__merged_neither"].cmd
     assert "--set model.bi_swt=false --set model.gated_fusion=false" in \
         dvc["train_ablation__merged_neither"].cmd

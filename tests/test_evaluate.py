@@ -13,7 +13,8 @@ from cashg.ink import InkFormatError, make_sentence, write_ink
 from cashg.metrics.boundaries import segmentation_errors
 
 PM, PU, CE, EOC = 0, 1, 2, 3
-KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std"]
+KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std",
+        "CER", "WER", "CER_gt", "WER_gt"]  # the last four: null without --recognizer
 
 
 def _sentence(sid, writer, text, seed, overlap=False):

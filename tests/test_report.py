@@ -36,8 +36,11 @@ def test_table3_layout():
     table = table3_markdown([(True, True, _metrics(0.5)), (False, False, None)])
     lines = table.strip().splitlines()
     assert lines[0].startswith("| Bi-SWT | Ctx. Fusion | F1_Cursive")
-    assert lines[2] == "| On | On | 0.50 | 0.90 | -- | 0.50 | 0.25 | 10.00 |"
-    assert lines[3] == "| Off | Off | -- | -- | -- | -- | -- | -- |"
+    assert lines[0].endswith("| CER ↓ | WER ↓ |")
+    assert lines[2] == "| On | On | 0.50 | 0.90 | -- | 0.50 | 0.25 | 10.00 | -- | -- |"
+    assert lines[3] == "| Off | Off | -- | -- | -- | -- | -- | -- | -- | -- |"
+    with_cer = table3_markdown([(True, True, {**_metrics(0.5), "CER": 0.123, "WER": 0.5})])
+    assert with_cer.strip().splitlines()[2].endswith("| 10.00 | 0.12 | 0.50 |")
 
 
 def test_report_follows_the_params(tmp_path, repo_root):
@@ -65,3 +68,27 @@ def test_report_follows_the_params(tmp_path, repo_root):
     assert "| On | On | 0.11 |" in text and "| Off | Off | 0.22 |" in text
     assert "0.99" not in text and "stale" not in text
     assert "results/evaluate/dsd/metrics.json" in text  # named in params, not run yet
+
+
+def test_report_shows_legibility(tmp_path):
+    """CER / WER columns of Table 2 (``--`` without a recognizer) and the recognizers' own
+    validation / ground-truth / chance figures."""
+    results = tmp_path / "results"
+    metrics = {"dsd": {**_metrics(0.1), "CER": 0.456, "WER": 0.9, "CER_gt": 0.023,
+                       "WER_gt": 0.125},
+               "deepwriting": {**_metrics(0.2), "CER": None, "WER": None, "CER_gt": None,
+                               "WER_gt": None}}
+    for exp, m in metrics.items():
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(m))
+    (results / "recognizer" / "dsd").mkdir(parents=True)
+    (results / "recognizer" / "dsd" / "summary.json").write_text(json.dumps(
+        {"CER_val": 0.0288, "CER_gt": 0.0231, "CER_chance": 0.906, "WER_val": 0.149,
+         "WER_gt": 0.125, "WER_chance": 1.135, "iterations": 1200, "train_seconds": 271.1}))
+    text = build_report(results, tmp_path / "report", ("dsd", "deepwriting"), {},
+                        recognizers=("dsd",))
+    header = next(line for line in text.splitlines() if line.startswith("| Benchmark"))
+    assert header.endswith("| CER (rec. ↓) | WER (rec. ↓) | CER GT (rec. ↓) | WER GT (rec. ↓) |")
+    assert "| 0.25 | 10.00 | 0.01 | 0.46 | 0.90 | 0.02 | 0.12 |" in text  # dsd
+    assert "| 0.25 | 10.00 | 0.01 | -- | -- | -- | -- |" in text  # deepwriting: no recognizer
+    assert "| dsd | 0.029 | 0.023 | 0.906 | 0.149 | 0.125 | 1.135 | 1200 | 271 |" in text

@@ -2,6 +2,12 @@
 
 Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
 exists, else from :class:`cashg.config.EvaluateConfig`; command-line options override them.
+
+``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
+lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
+pipeline passes ``--recognizer-if-listed BENCHMARK`` too: the recognizer is then used only when
+``recognizer.benchmarks`` of ``--params`` lists that benchmark (the DAG cannot make a stage's
+inputs depend on a list), and must exist when it does.
 """
 
 from __future__ import annotations
@@ -17,7 +23,11 @@ from cashg.evaluation.protocols import PROTOCOLS
 from cashg.ink import InkFormatError
 from cashg.params import ParamsError, load_section
 
-__all__ = ["add_arguments", "report_missing", "run"]
+__all__ = ["add_arguments", "recognizer_file", "report_missing", "run"]
+
+
+def _fmt(value: float | None) -> str:
+    return "--" if value is None else f"{value:.4f}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--infer-cursive", action="store_true", default=None,
                         help="derive predicted CURSIVE_EOC labels with the distance heuristic")
     parser.add_argument("--dtw-variant", choices=["exact", "sdt", "olhwg"], default=None)
-    parser.add_argument("--workers", type=int, default=None, help="DTW threads (a runtime knob; default 2)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="DTW threads (a runtime knob; default 2)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--method", default=None, help="method name for table.md")
+    parser.add_argument("--recognizer", type=Path, default=None,
+                        help="recognizer.pt: also report CER / WER (results/recognizer/<b>/)")
+    parser.add_argument("--recognizer-if-listed", default=None, metavar="BENCHMARK",
+                        help="use --recognizer only when recognizer.benchmarks of --params"
+                             " lists BENCHMARK")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -43,12 +59,37 @@ def report_missing(result, stream=None) -> None:  # noqa: ANN001 - EvaluationRes
         print(f"evaluate: excluded {r.sentence_id}: {r.reason}", file=stream)
 
 
+def recognizer_file(args: argparse.Namespace) -> Path | None:
+    """The recognizer to score with: ``--recognizer``, unless ``--recognizer-if-listed`` names a
+    benchmark that ``recognizer.benchmarks`` of ``--params`` does not list."""
+    if args.recognizer_if_listed is None or args.recognizer is None:
+        return args.recognizer
+    if not args.params.is_file():
+        raise ParamsError(f"{args.params}: params file not found (--recognizer-if-listed reads"
+                          " recognizer.benchmarks from it)")
+    listed = load_section("recognizer", args.params).benchmarks
+    return args.recognizer if args.recognizer_if_listed in listed else None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_section("evaluate", args.params) if args.params.is_file() else EvaluateConfig()
+        rec_path = recognizer_file(args)
     except ParamsError as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
+    recognizer = None
+    if rec_path is not None:
+        import torch
+
+        from cashg.recognition.recognizer import Recognizer, RecognizerCheckpointError
+
+        try:
+            recognizer = Recognizer.load(rec_path)
+        except RecognizerCheckpointError as exc:
+            print(f"cashg evaluate: {exc}", file=sys.stderr)
+            return 2
+        torch.set_num_threads(1)  # a few seconds per test set; threads only contend with DTW
     options = EvaluationOptions.from_config(
         cfg, protocol=args.protocol, infer_cursive=args.infer_cursive,
         dtw_variant=args.dtw_variant, workers=args.workers,
@@ -60,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result = evaluate(gt, pred, options, progress=not args.no_progress)
     result.details.update({"gt": str(args.gt), "pred": str(args.pred)})
+    if recognizer is not None:
+        from cashg.evaluation.legibility import score_legibility
+
+        score_legibility(result, gt, pred, recognizer, rec_path)
+        print(f"cashg evaluate: recognizer {rec_path}: CER {_fmt(result.metrics['CER'])}"
+              f" (ground truth {_fmt(result.metrics['CER_gt'])}), WER"
+              f" {_fmt(result.metrics['WER'])} (ground truth {_fmt(result.metrics['WER_gt'])})")
+    elif args.recognizer is not None:
+        print(f"cashg evaluate: {args.recognizer_if_listed} is not in recognizer.benchmarks of"
+              f" {args.params}: no CER / WER")
     report_missing(result)
     path = write_outputs(result, args.out, gt, pred, method=args.method or args.pred.stem,
                          plot_sentences=cfg.plot_sentences)

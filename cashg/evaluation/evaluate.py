@@ -9,7 +9,9 @@ Pipeline per matched sentence id (ids matched exactly; one-sided ids are reporte
 3. DTW on *all* points of the sentence, space pseudo-points included (the paper scores the
    whole (x, y) trajectory; spaces carry the word spacing the metric should see), or per glyph
    for the ``sdt_glyph`` protocol; ``DTW_norm = DTW_raw / number of GT points``;
-4. CSM on the same normalised coordinates (``cashg.metrics.csm``).
+4. CSM on the same normalised coordinates (``cashg.metrics.csm``);
+5. (``cashg evaluate --recognizer``) CER / WER of both sides of the scored pairs, by a
+   benchmark's recognizer (:mod:`cashg.evaluation.legibility`); ``None`` until then.
 
 Aggregation is writer-macro: DTW_raw and DTW_norm are averaged per writer (over sentences, or
 glyphs) and then over writers; DTW_std is the population std of a writer's DTW_norm values,
@@ -31,7 +33,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from cashg.config import EvaluateConfig
-from cashg.evaluation.protocols import METRIC_KEYS, get_protocol
+from cashg.evaluation.protocols import METRIC_KEYS, RECOGNITION_KEYS, get_protocol
 from cashg.ink import InkFile, InkSentence
 from cashg.metrics.boundaries import (
     char_geometry,
@@ -71,7 +73,8 @@ class EvaluationOptions(EvaluateConfig):
 
 @dataclass
 class EvaluationResult:
-    """Metrics (exactly ``METRIC_KEYS``, ``None`` = undefined) and the tables behind them."""
+    """Metrics (exactly ``METRIC_KEYS + RECOGNITION_KEYS``, ``None`` = undefined) and the
+    tables behind them."""
 
     metrics: dict[str, float | None]
     sentences: pd.DataFrame  # one row per scored sentence
@@ -294,5 +297,6 @@ def _aggregate(
         vals = [r[key] for r in rows if key in r]
         metrics[key] = float(np.mean(vals)) if vals else None
     metrics = {k: (v if k in wanted else None) for k, v in metrics.items()}
+    metrics.update(dict.fromkeys(RECOGNITION_KEYS))  # filled by cashg.evaluation.legibility
     writers = pd.DataFrame([{k: v for k, v in r.items() if k != "_csm"} for r in rows])
     return writers, metrics

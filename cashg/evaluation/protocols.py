@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["METRIC_KEYS", "PROTOCOLS", "Protocol", "get_protocol"]
+__all__ = ["METRIC_KEYS", "PROTOCOLS", "RECOGNITION_KEYS", "Protocol", "get_protocol"]
 
 METRIC_KEYS = ("F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std")
+# Legibility (any protocol, with a recognizer; ``null`` without one): CER / WER of the
+# generated lines and of the ground-truth lines, by the benchmark's recognizer
+# (cashg.evaluation.legibility). metrics.json holds METRIC_KEYS + RECOGNITION_KEYS.
+RECOGNITION_KEYS = ("CER", "WER", "CER_gt", "WER_gt")
 _ALL = frozenset(METRIC_KEYS)
 _DTW = frozenset({"DTW_raw", "DTW_norm", "DTW_std"})
 

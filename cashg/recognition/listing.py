@@ -1,0 +1,40 @@
+"""Which benchmarks have a recognizer: ``python -m cashg.recognition.listing --out
+results/recognizer/benchmarks.json``.
+
+Writes ``{"benchmarks": [...]}`` from ``recognizer.benchmarks`` of ``--params``. The stage
+exists for the DAG: the evaluate and report stages depend on the folder
+``results/recognizer`` (so that DVC and Snakemake run every ``recognizer@<benchmark>`` stage
+before them; a DVC ``foreach`` cannot give only some of its stages a dependency), and this file
+keeps that folder in existence when the list is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cashg.params import ParamsError, load_section
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        names = list(load_section("recognizer", args.params).benchmarks)
+    except ParamsError as exc:
+        print(f"recognizer list: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"benchmarks": names}, indent=2) + "\n")
+    print(f"recognizer list: {', '.join(names) or 'no benchmark'} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
