@@ -184,7 +184,7 @@ class GenerateConfig:
     temperature: float = 1.0
     bias: float = 0.0
     max_char_points: int = 100
-    batch_size: int = 16
+    batch_size: int = 64  # sentences decoded together (rows advance independently)
     n_refs: int = 15
     plot_lines: int = 4
     limit: int = 0  # generate only the first N test sentences (0 = all)

@@ -9,8 +9,8 @@ every entry of ``ablation.variants`` adds one experiment, ``train_ablation@<vari
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any

@@ -1,24 +1,40 @@
 """Fully autoregressive sampling, character by character, with a key/value cache.
 
-For each character position ``s`` (all sentences of the batch in lockstep; sentences shorter
-than ``s`` are inactive), the decoder window is ``[e~_{s-1}, y_{s-1}, e~_s]`` where ``y_{s-1}`` is
-the model's OWN output for the previous character (only ``[e~_s]`` for ``s = 0`` or with
-``bi_swt`` off). With the cache, this prefix is encoded once per character, then every new
-point costs one decoder step (self-attention keys/values cached per block; cross-attention
-keys/values of the style memories computed once per call). Without the cache (reference
-mode, ``use_cache=False``) the whole window is re-run for every point.
+Every sentence (row) of the batch advances on its own: it keeps its own character position
+``s`` and its own point counter, and the moment it ends a character it moves on to its next one
+at the next step, without waiting for the other rows. Each step generates one point for every
+row still writing. The decoder window of row ``b`` at character ``s`` is
+``[e~_{s-1}, y_{s-1}, e~_s, y_s(points so far)]`` where ``y_{s-1}`` is the row's OWN output
+for its previous character (only ``[e~_s, ...]`` for ``s = 0`` or with ``bi_swt`` off; paper
+Sec. 3.2), with exactly the tokens of teacher forcing (:meth:`CASHG.build_windows`: segment
+embeddings, and with ``identity_every_token`` / ``point_position`` each trajectory token's
+character identity and in-character pen position).
+
+With the cache (default), every step is one call of :meth:`BiSWTDecoder.step` for all rows: a
+row continuing its character appends its newest point token to its own cache row (own length,
+own RoPE position); a row that has just ended a character restarts its cache row from its new
+context ``[e~_{s-1}, y_{s-1}]`` (encoded in the same call, for the restarting rows only) and
+appends ``e~_s``. Cross-attention keys/values of the style memories are computed once per call.
+Rows that have finished their last character are dropped from the step whenever they make up a
+quarter of it. Without the cache (reference mode, ``use_cache=False``) every step re-runs the
+whole window of every row through :meth:`BiSWTDecoder.forward`; the two modes give the same
+points (up to float rounding).
 
 A character ends at the first point whose pen state is CURSIVE_EOC or EOC, or after
 ``max_char_points`` points (then its last point is labelled EOC and the character is counted in
-``truncated``). Spaces are characters like any other (their pseudo-trajectories are generated).
+``truncated``), so an undertrained model that never ends a character costs its rows
+``max_char_points`` steps per character and nothing more. Spaces are characters like any other
+(their pseudo-trajectories are generated). Sampling ends when every row has finished its last
+character.
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
 sigma scaled by ``exp(-bias) * sqrt(temperature)`` (rho kept), pen ~ softmax(logits /
 temperature); the two categorical draws use the Gumbel-max trick (``argmax(logits + g)``,
 ``g = -log(-log(u))``: exact, and a few cheap kernels instead of two ``multinomial`` calls per
-step). Random draws come from one seeded ``torch.Generator`` and are made for every row at every
-step, so cached and uncached runs consume identical random numbers.
+step). Random draws come from one seeded ``torch.Generator`` and are made for every row of the
+batch at every step (finished rows included), so a given seed and batch composition give the
+same points, cached or not.
 
 ``min_char_points`` (default 1) forbids the end-of-character states before a character has that
 many points; ``min_char_points == max_char_points`` gives every character exactly that many
@@ -37,10 +53,12 @@ import torch.nn.functional as F
 
 from cashg.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
+from cashg.model.decoder import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 
 CURSIVE_EOC, EOC = 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
+COMPACT_BELOW = 0.75  # drop finished rows from the step once fewer than this share is live
 
 
 @dataclass(frozen=True)
@@ -58,12 +76,14 @@ class SamplingOptions:
 
 @dataclass
 class SampleResult:
-    """Per sentence: deltas (N_b, 2), pen (N_b,), char_index (N_b,) numpy; truncated chars."""
+    """Per sentence: deltas (N_b, 2), pen (N_b,), char_index (N_b,) numpy; truncated chars;
+    steps: decoder steps of the call (one point for every unfinished row per step)."""
 
     deltas: list[np.ndarray]
     pen: list[np.ndarray]
     char_index: list[np.ndarray]
     truncated: int
+    steps: int = 0
 
     def absolute(self, i: int) -> np.ndarray:
         """(N_i, 2) absolute coordinates of sentence i (cumulative sum from the origin)."""
@@ -82,10 +102,21 @@ def chosen_component(raw: torch.Tensor, k: torch.Tensor, head: GMMHead):
     return comp[:, 1:3], sigma, rho
 
 
+def draw_noise(gen: torch.Generator, rows: int, n_mixtures: int, like: torch.Tensor):
+    """The random numbers of one stochastic step for ``rows`` rows: uniforms (rows, K + 4) for
+    the Gumbel-max draws of the component and the pen state, standard normals (rows, 2)."""
+    u = torch.rand(rows, n_mixtures + N_PEN, generator=gen, device=like.device, dtype=like.dtype)
+    z = torch.randn(rows, 2, generator=gen, device=like.device, dtype=like.dtype)
+    return u, z
+
+
 def choose_points(raw: torch.Tensor, head: GMMHead, opts: SamplingOptions,
-                  gen: torch.Generator | None, pen_bias: torch.Tensor | None = None):
-    """(deltas (W, 2), pen (W,)) from raw head outputs (W, 4 + 6K). ``pen_bias`` (4,) is added
-    to the pen logits (``NO_END`` gives the end-of-character states probability 0).
+                  noise: tuple[torch.Tensor, torch.Tensor] | None,
+                  pen_bias: torch.Tensor | None = None):
+    """(deltas (W, 2), pen (W,)) from raw head outputs (W, 4 + 6K). ``noise``: the
+    :func:`draw_noise` of the W rows (unused, may be None, when greedy). ``pen_bias`` (4,) or
+    (W, 4) is added to the pen logits (``NO_END`` gives the end-of-character states
+    probability 0).
 
     The mixture weights are used as logits (``softmax(log_pi * c) == softmax(pi_logits * c)``);
     categorical draws by Gumbel-max; only the chosen component is transformed."""
@@ -99,9 +130,10 @@ def choose_points(raw: torch.Tensor, head: GMMHead, opts: SamplingOptions,
         mu = raw[:, N_PEN + n_mix:].view(-1, 5, n_mix)[:, :2].gather(
             2, k[:, None].expand(-1, 2, 1))[..., 0]  # (W, 2) mean of the most probable component
         return mu, pen_logits.argmax(-1)
-    u = torch.rand(raw.shape[0], n_mix + N_PEN, generator=gen, device=raw.device,
-                   dtype=raw.dtype)  # (W, K + 4)
-    gumbel = u.log_().neg_().log_().neg_()  # Gumbel-max: argmax(logits + g) ~ softmax(logits)
+    if noise is None:
+        raise ValueError("stochastic sampling needs the noise of draw_noise")
+    u, z = noise
+    gumbel = u.log().neg_().log_().neg_()  # Gumbel-max: argmax(logits + g) ~ softmax(logits)
     sharp = (1 + opts.bias) / opts.temperature
     k = ((pi_logits * sharp if sharp != 1.0 else pi_logits) + gumbel[:, :n_mix]).argmax(
         -1, keepdim=True)  # (W, 1)
@@ -111,33 +143,9 @@ def choose_points(raw: torch.Tensor, head: GMMHead, opts: SamplingOptions,
     scale = math.exp(-opts.bias) * math.sqrt(opts.temperature)
     if scale != 1.0:
         sig = sig * scale
-    z = torch.randn(raw.shape[0], 2, generator=gen, device=raw.device, dtype=raw.dtype)
     z0 = z[:, 0]
     corr = torch.addcmul(rho * z0, torch.sqrt(1 - rho * rho), z[:, 1])  # rho z0 + sqrt(1-rho^2) z1
     return torch.addcmul(mu, sig, torch.stack([z0, corr], -1)), pen  # mu + sigma * (z0, corr)
-
-
-def _window(model, e_prev, prev_tok, prev_len, e_cur, cur_tok, n_cur, has_prev):
-    """Pack ``[e_prev, prev points, e_cur, current points[:n_cur]]`` per row (right padded).
-
-    e_prev/e_cur (B, D); prev_tok (B, Tp, D); prev_len (B,); cur_tok (B, Tc, D) already
-    carrying the current-character segment embedding (as the cached steps feed them).
-    Returns tokens (B, L, D), positions (B, L), valid (B, L), index of e_cur (B,).
-    """
-    b, d = e_cur.shape
-    dev = e_cur.device
-    tp = prev_tok.shape[1]
-    n_prev = torch.where(has_prev, 1 + prev_len, 0)  # (B,)
-    length = n_prev + 1 + n_cur
-    big_l = int(length.max())
-    seg = model.decoder.segment.weight  # (2, D)
-    bank = torch.cat([(e_prev + seg[0])[:, None], prev_tok + seg[0], (e_cur + seg[1])[:, None],
-                      cur_tok[:, :n_cur], e_cur.new_zeros(b, 1, d)], dim=1)
-    j = torch.arange(big_l, device=dev)[None]
-    idx = torch.where(j < n_prev[:, None], j, 1 + tp + (j - n_prev[:, None]))
-    idx = torch.where(j < length[:, None], idx, bank.shape[1] - 1)
-    tokens = torch.gather(bank, 1, idx[..., None].expand(-1, -1, d))
-    return tokens, j.expand(b, -1), j < length[:, None], n_prev
 
 
 def _check(opts: SamplingOptions) -> None:
@@ -169,108 +177,203 @@ def sample(
         model.train(was_training)
 
 
+class _Rows:
+    """Sampling state of the W rows in the step: the B sentences of the call, minus the
+    finished ones once they have been dropped (:meth:`_select`).
+
+    Row ``i`` writes sentence ``ids[i]``; it is at character ``char[i]`` with ``t[i]`` points of
+    it so far, and its newest token is ``x[i]`` (``e~_s`` right after a character change). Point
+    tokens are kept without segment and identity (``cur_p``: the current character, ``prev_p``:
+    the previous one) because a character's points enter its own window with the current
+    segment and its successor's window with the predecessor segment. ``ids``, ``char`` and
+    ``live`` are replaced, never changed in place: the records of earlier steps hold them.
+    """
+
+    def __init__(self, model: CASHG, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                 style_images: torch.Tensor, opts: SamplingOptions):
+        dec = model.decoder
+        self.dec, self.bi_swt = dec, model.cfg.bi_swt
+        self.every_token = model.cfg.identity_every_token
+        b = codepoints.shape[0]
+        dev = codepoints.device
+        m = opts.max_char_points
+        style = model.style(style_images)
+        self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
+        self.mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (B, h, M, dh)
+        d = self.identity.shape[-1]
+        self.seg_prev, self.seg_cur = dec.segment.weight  # (D,) each
+        self.rows = torch.arange(b, device=dev)  # (W,)
+        self.ids = self.rows  # (W,) sentence of each row
+        self.n_chars = char_mask.sum(1)  # (W,)
+        self.live = self.n_chars > 0  # (W,) still writing
+        self.any_done = not bool(self.live.all())
+        self.char = torch.zeros(b, dtype=torch.long, device=dev)  # (W,) character s
+        self.t = torch.zeros(b, dtype=torch.long, device=dev)  # (W,) points of s so far
+        self.e_cur = self.identity[:, 0].clone()  # (W, D) identity e~_s
+        self.e_prev = torch.zeros_like(self.e_cur)  # (W, D) identity e~_{s-1}
+        self.m_ctx = self.ctx[:, 0].clone()  # (W, D) context memory of character s
+        self.x = self.e_cur + self.seg_cur  # (W, D) newest token of each row
+        self.cur_p = self.identity.new_zeros(b, m, d)  # (W, m, D) point tokens of s
+        self.prev_p = torch.zeros_like(self.cur_p)  # (W, m, D) point tokens of s - 1
+        self.prev_len = torch.zeros_like(self.t)  # (W,) points of s - 1
+        self.first = self.identity.new_zeros(b, 2)  # (W, 2) first offset of character s
+        # (W, 2) running sum of character s's offsets, in float64 as the CPU cumsum of
+        # char_positions accumulates: positions equal to teacher forcing's bit for bit
+        self.csum = torch.zeros(b, 2, dtype=torch.float64, device=dev)
+        self.restart: Restart | None = None  # restarting rows of the next cached step
+        self.cache = self.weights = None
+        if opts.use_cache:  # the longest window is 1 + m + 1 + (m - 1) tokens
+            self.cache = dec.new_cache(b, (1 + m if self.bi_swt else 0) + m, self.identity)
+            self.weights = dec.step_weights()
+
+    def hidden(self) -> torch.Tensor:
+        """(W, D) decoder output at each row's newest token (it predicts the row's next point);
+        rows that have finished compute something that is never read."""
+        if self.cache is None:
+            return self._hidden_uncached()
+        if self.any_done:  # finished rows idle at slot 0 (their cache row is never read)
+            self.cache.length.masked_fill_(~self.live, 0)
+        h, _ = self.dec.step(self.x, self.mem_kv, self.m_ctx, self.cache, self.weights,
+                             self.restart)
+        self.restart = None
+        return h
+
+    def _hidden_uncached(self) -> torch.Tensor:
+        """Reference mode: the whole window ``[e~_{s-1}, y_{s-1}, e~_s, y_s[:t]]`` of every row,
+        right padded, through :meth:`BiSWTDecoder.forward` (tokens as in build_windows)."""
+        w, d = self.x.shape
+        n_prev = torch.where((self.char > 0) & self.bi_swt, 1 + self.prev_len, 0)  # (W,)
+        length = n_prev + 1 + self.t  # (W,)
+        tp, tc = int(self.prev_len.max()), int(self.t.max())
+        prev = self.prev_p[:, :tp] + self.seg_prev  # (W, Tp, D)
+        cur = self.cur_p[:, :tc] + self.seg_cur  # (W, Tc, D)
+        if self.every_token:
+            prev, cur = prev + self.e_prev[:, None], cur + self.e_cur[:, None]
+        bank = torch.cat([(self.e_prev + self.seg_prev)[:, None], prev,
+                          (self.e_cur + self.seg_cur)[:, None], cur, self.x.new_zeros(w, 1, d)],
+                         dim=1)  # (W, Tp + Tc + 3, D), the last row is padding
+        j = torch.arange(int(length.max()), device=self.x.device)[None]  # (1, L)
+        idx = torch.where(j < n_prev[:, None], j, 1 + tp + (j - n_prev[:, None]))
+        idx = torch.where(j < length[:, None], idx, bank.shape[1] - 1)  # (W, L)
+        tokens = torch.gather(bank, 1, idx[..., None].expand(-1, -1, d))  # (W, L, D)
+        h, _ = self.dec(tokens, j.expand(w, -1), j < length[:, None], self.mem_kv,
+                        self.m_ctx[:, None].expand(-1, j.shape[1], -1))
+        return h[self.rows, n_prev + self.t]  # (W, D)
+
+    def advance(self, delta: torch.Tensor, pen: torch.Tensor) -> bool:
+        """Append each row's new point, deltas (W, 2) and final pen states (W,); rows whose
+        point ends a character move on to the next one (or finish). Returns whether any row is
+        still writing."""
+        t = self.t
+        pos = None
+        if self.dec.point_pos is not None:  # char_positions: running sum after the first offset
+            start = (t == 0)[:, None]
+            self.first = torch.where(start, delta, self.first)
+            d64 = delta.to(torch.float64)
+            self.csum = torch.where(start, d64, self.csum + d64)
+            pos = self.csum.to(delta.dtype) - self.first
+        p = self.dec.embed_points(delta, pen, pos)  # (W, D)
+        self.cur_p[self.rows, t] = p
+        self.x = p + self.seg_cur
+        if self.every_token:
+            self.x = self.x + self.e_cur
+        self.t = t + self.live  # finished rows stay at their slot
+        ends = (pen >= CURSIVE_EOC) & self.live  # (W,)
+        if not bool(ends.any()):
+            return True
+        finished = ends & (self.char + 1 >= self.n_chars)
+        restart = ends & ~finished
+        self.t = torch.where(ends, 0, self.t)
+        self.char = torch.where(restart, self.char + 1, self.char)
+        if bool(finished.any()):
+            self.live = self.live & ~finished
+            self.any_done = True
+            n_live = int(self.live.sum())
+            if n_live == 0:
+                return False
+            if n_live < COMPACT_BELOW * len(self.rows):
+                keep = self.live.nonzero()[:, 0]
+                self._select(keep)
+                self.any_done = False
+                restart, t = restart[keep], t[keep]
+        r = restart.nonzero()[:, 0]  # (R,) rows that start their next character
+        if len(r):
+            n = t[r] + 1  # (R,) points of the character just ended
+            self.prev_len[r] = n
+            tp = int(n.max())
+            self.prev_p[r, :tp] = self.cur_p[r, :tp]
+            self.e_prev[r] = self.e_cur[r]
+            ids, chars = self.ids[r], self.char[r]
+            self.e_cur[r] = self.identity[ids, chars]
+            self.m_ctx[r] = self.ctx[ids, chars]
+            self.x[r] = self.e_cur[r] + self.seg_cur
+            if self.cache is not None:
+                self.restart = self._context(r, n, tp)
+        return True
+
+    def _context(self, r: torch.Tensor, n: torch.Tensor, tp: int) -> Restart:
+        """The restart of rows ``r`` (R,) whose previous characters have ``n`` (R,) points (at
+        most ``tp``): their context ``[e~_{s-1}, y_{s-1}]`` with the predecessor segment (none
+        without ``bi_swt``), as in build_windows."""
+        if not self.bi_swt:
+            return Restart(r, self.x.new_zeros(len(r), 0, self.x.shape[1]), torch.zeros_like(r))
+        e = self.e_prev[r]  # (R, D)
+        pts = self.prev_p[r, :tp] + self.seg_prev  # (R, Tp, D)
+        if self.every_token:
+            pts = pts + e[:, None]
+        return Restart(r, torch.cat([(e + self.seg_prev)[:, None], pts], 1), 1 + n)
+
+    def _select(self, keep: torch.Tensor) -> None:
+        """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
+        for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
+                     "cur_p", "prev_p", "prev_len", "first", "csum"):
+            setattr(self, name, getattr(self, name)[keep])
+        self.rows = torch.arange(len(keep), device=keep.device)
+        self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
+        if self.cache is not None:
+            self.cache = self.cache.select(keep)
+
+
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleResult:
-    dev = codepoints.device
-    dec = model.decoder
-    gen = torch.Generator(device=dev).manual_seed(opts.seed)
-    b, s_max = codepoints.shape
-    style = model.style(style_images)
-    identity, ctx = model.text(codepoints, char_mask)  # (B, S, D) each
-    mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # once per call
-    d = identity.shape[-1]
-    n_chars = char_mask.sum(1)
-    rows = torch.arange(b, device=dev)
-    m = opts.max_char_points
-    seg_cur = dec.segment.weight[1]  # (D,)
-    track_pos = dec.point_pos is not None  # in-character positions are embedded
-    no_end = identity.new_tensor(NO_END)  # (4,)
+    """One point for every unfinished row per step until every row has finished."""
+    b = codepoints.shape[0]
+    rows = _Rows(model, codepoints, char_mask, style_images, opts)
+    gen = torch.Generator(device=codepoints.device).manual_seed(opts.seed)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
-    cache = steps = None
-    if opts.use_cache:  # allocated once: the longest window is 1 + m + 1 + (m - 1) tokens
-        cache = dec.new_cache(b, (1 + m if model.cfg.bi_swt else 0) + m, identity)
-        cos_tab, sin_tab = dec.rope.step_tables(cache.capacity)  # (cap, dh) each
-        weights = dec.step_weights()
-        steps = torch.arange(1, m, device=dev)  # (m - 1,) step t sits at position n_prev + t
-    prev_d = identity.new_zeros(b, 1, 2)
-    prev_pen = torch.zeros(b, 1, dtype=torch.long, device=dev)
-    prev_len = torch.zeros(b, dtype=torch.long, device=dev)
-    per_char = []  # (cur_d (B, T, 2), cur_pen (B, T), n_gen (B,)) on the CPU
-    truncated = 0
-    for s in range(s_max):
-        active = s < n_chars  # (B,)
-        has_prev = torch.full((b,), bool(model.cfg.bi_swt and s > 0), device=dev)
-        e_prev = identity[:, max(s - 1, 0)]
-        e_cur = identity[:, s]
-        prev_tok = dec.embed_chars(prev_d, prev_pen)  # (B, Tp, D)
-        cur_add = seg_cur  # (D,) or (B, D): added to every generated token of this character
-        if model.cfg.identity_every_token:
-            prev_tok = prev_tok + e_prev[:, None]
-            cur_add = seg_cur + e_cur
-        m_ctx = ctx[:, s][:, None]  # (B, 1, D)
-        cur_d = identity.new_zeros(b, m, 2)
-        cur_pen = torch.zeros(b, m, dtype=torch.long, device=dev)
-        cur_tok = identity.new_zeros(b, m, d)
-        cur_pos = identity.new_zeros(b, 2) if track_pos else None  # relative to the 1st point
-        done = ~active
-        if opts.use_cache:  # the prefix [e_prev, y_prev, e_cur] once, then one step per point
-            tokens, pos, valid, n_prev = _window(model, e_prev, prev_tok, prev_len, e_cur,
-                                                 cur_tok, 0, has_prev)
-            cache.length = 0
-            h, _ = dec(tokens, pos, valid, mem_kv, m_ctx.expand(-1, tokens.shape[1], -1), cache)
-            h_last = h[rows, n_prev]
-            step_pos = (n_prev[:, None] + steps).T  # (m - 1, B)
-            rot_cos = cos_tab[step_pos][:, :, None, None]  # (m - 1, B, 1, 1, dh)
-            rot_sin = sin_tab[step_pos][:, :, None, None]
-        for t in range(m):
-            if opts.use_cache and t > 0:
-                h, _ = dec.step(cur_tok[:, t - 1:t], (rot_cos[t - 1], rot_sin[t - 1]), mem_kv,
-                                m_ctx, cache, weights)
-                h_last = h[:, 0]
-            elif not opts.use_cache:
-                tokens, pos, valid, n_prev = _window(model, e_prev, prev_tok, prev_len, e_cur,
-                                                     cur_tok, t, has_prev)
-                h, _ = dec(tokens, pos, valid, mem_kv, m_ctx.expand(-1, tokens.shape[1], -1))
-                h_last = h[rows, n_prev + t]
-            delta, pen = choose_points(head_proj(h_last), model.head, opts, gen,
-                                       None if t + 1 >= opts.min_char_points else no_end)
-            if t == m - 1:
-                truncated += int((~done & (pen < CURSIVE_EOC)).sum())
-                pen = torch.where(pen < CURSIVE_EOC, EOC, pen)
-            # every row is written (rows already done write points past their end, never read)
-            cur_d[:, t] = delta
-            cur_pen[:, t] = pen
-            if track_pos and t > 0:
-                cur_pos = cur_pos + delta
-            cur_tok[:, t] = dec.embed_points(delta, pen, cur_pos) + cur_add
-            done = done | (pen >= CURSIVE_EOC)
-            if bool(done.all()):
-                break
-        ends = cur_pen[:, :t + 1] >= CURSIVE_EOC  # (B, T) every active row has an end
-        n_gen = torch.where(active, ends.to(torch.uint8).argmax(1) + 1, 0)  # first end + 1
-        per_char.append((cur_d[:, :t + 1].cpu(), cur_pen[:, :t + 1].cpu(), n_gen.cpu()))
-        t_prev = max(1, int(n_gen.max()))
-        # the predecessor of the next character; zeros after each row's end (what a row wrote
-        # after its end is masked anyway, zeros keep it harmless)
-        keep = torch.arange(t_prev, device=dev) < n_gen[:, None]  # (B, Tp)
-        prev_d = torch.where(keep[..., None], cur_d[:, :t_prev], 0.0)
-        prev_pen = torch.where(keep, cur_pen[:, :t_prev], 0)
-        prev_len = n_gen
-    return _collect(per_char, b, truncated)
+    no_end = rows.x.new_tensor(NO_END)  # (4,)
+    m = opts.max_char_points
+    truncated = torch.zeros((), dtype=torch.long, device=codepoints.device)
+    records = []  # per step: (ids, char, deltas, pen, live), each over the W rows
+    going = bool(rows.live.any())
+    while going:
+        raw = head_proj(rows.hidden())  # (W, 4 + 6K)
+        noise = None
+        if not opts.greedy:  # drawn for all B rows at every step: the stream does not depend
+            u, z = draw_noise(gen, b, model.head.n_mixtures, raw)  # on which rows are left
+            noise = (u, z) if len(rows.ids) == b else (u[rows.ids], z[rows.ids])
+        pen_bias = None
+        if opts.min_char_points > 1:
+            pen_bias = torch.where((rows.t + 1 < opts.min_char_points)[:, None], no_end, 0.0)
+        delta, pen = choose_points(raw, model.head, opts, noise, pen_bias)
+        forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
+        truncated += (forced & rows.live).sum()
+        pen = torch.where(forced, EOC, pen)
+        records.append((rows.ids, rows.char, delta, pen, rows.live))
+        going = rows.advance(delta, pen)
+    return _collect(records, b, int(truncated))
 
 
-def _collect(per_char: list, b: int, truncated: int) -> SampleResult:
-    """Concatenate the per-character outputs of each sentence."""
-    out_d, out_pen, out_ci = [], [], []
-    for i in range(b):
-        parts = [(c_d[i, :n[i]], c_pen[i, :n[i]], s) for s, (c_d, c_pen, n) in enumerate(per_char)
-                 if n[i] > 0]
-        out_d.append(np.concatenate([p[0].numpy() for p in parts]) if parts
-                     else np.zeros((0, 2), np.float32))
-        out_pen.append(np.concatenate([p[1].numpy() for p in parts]) if parts
-                       else np.zeros(0, np.int64))
-        out_ci.append(np.concatenate([np.full(len(p[1]), p[2], np.int32) for p in parts])
-                      if parts else np.zeros(0, np.int32))
-    return SampleResult(out_d, out_pen, out_ci, truncated)
+def _collect(records: list, b: int, truncated: int) -> SampleResult:
+    """Each sentence's points in step order, from the per-step records."""
+    if not records:
+        return SampleResult([np.zeros((0, 2), np.float32)] * b, [np.zeros(0, np.int64)] * b,
+                            [np.zeros(0, np.int32)] * b, truncated, 0)
+    ids, char, deltas, pen, live = (torch.cat(x).cpu().numpy() for x in zip(*records))
+    ids, char, deltas, pen = ids[live], char[live], deltas[live], pen[live]
+    order = np.argsort(ids, kind="stable")  # per sentence, steps stay in order
+    cuts = np.cumsum(np.bincount(ids, minlength=b))[:-1]
+    return SampleResult(np.split(deltas[order], cuts), np.split(pen[order], cuts),
+                        np.split(char[order].astype(np.int32), cuts), truncated, len(records))
 
 
 def encode_texts(texts: list[str], device: torch.device | str = "cpu"):

@@ -1,4 +1,5 @@
-"""Autoregressive sampling: cached == uncached, seeding, stopping, ink output."""
+"""Autoregressive sampling: cached == uncached, seeding, stopping, rows progressing
+independently, ink output, the decoder's cached step."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import torch
 from cashg.losses import most_probable_mean
 from cashg.model import CASHG
 from cashg.model.batch import SequenceSample, collate
+from cashg.model.decoder import Restart
 from cashg.model.gmm_head import mixture_from_raw
 from cashg.model.presets import TINY, with_changes
 from cashg.sampling import (
     SamplingOptions,
     choose_points,
     chosen_component,
+    draw_noise,
     encode_texts,
     generate_sentences,
     sample,
@@ -142,51 +145,117 @@ def test_gumbel_draws_follow_the_mixture_weights(model):
     raw[:, :4] = torch.tensor([1.0, 0.0, -1.0, 0.5])
     raw[:, 4:7] = torch.tensor([0.0, 1.0, 2.0])
     gen = torch.Generator().manual_seed(0)
-    _, pen = choose_points(raw, model.head, SamplingOptions(), gen)
+    noise = draw_noise(gen, len(raw), model.head.n_mixtures, raw)
+    _, pen = choose_points(raw, model.head, SamplingOptions(), noise)
     freq = np.bincount(pen.numpy(), minlength=4) / len(pen)
     np.testing.assert_allclose(freq, torch.softmax(raw[0, :4], 0).numpy(), atol=0.015)
     no_end = torch.tensor([0.0, 0.0, -float("inf"), -float("inf")])
-    _, pen = choose_points(raw, model.head, SamplingOptions(), gen, no_end)
+    _, pen = choose_points(raw, model.head, SamplingOptions(), noise, no_end)
     assert int(pen.max()) <= 1
 
 
 @pytest.mark.parametrize("gated", [True, False])
 def test_decoder_step_matches_full_window(gated):
-    """Prefix through forward with the cache, then one step per token == the full window,
-    also with right-padded prefixes (rows of different lengths)."""
+    """Windows of their own lengths (right-padded contexts through a Restart, then one step
+    token each; later one window restarts from a new context and one restarts empty) give, at
+    every step, the output of their whole window through forward."""
     torch.manual_seed(0)
     m = CASHG(with_changes(TINY, gated_fusion=gated)).eval()
     dec = m.decoder
-    w, prefix, n_steps, d = 3, 5, 4, TINY.d_model
-    lengths = torch.tensor([5, 3, 4])  # valid prefix tokens per row
-    x = torch.randn(w, prefix + n_steps, d)
-    valid = torch.ones(w, prefix + n_steps, dtype=torch.bool)
-    valid[:, :prefix] = torch.arange(prefix) < lengths[:, None]
-    # logical positions: packed prefix, then the steps right after each row's last valid token
-    pos = torch.cat([torch.arange(prefix).expand(w, -1),
-                     lengths[:, None] + torch.arange(n_steps)], 1)
+    w, d = 3, TINY.d_model
     mem = dec.memory_kv(torch.randn(w, 5, d), torch.randn(w, 6, d))
-    ctx = torch.randn(w, 1, d).expand(-1, prefix + n_steps, -1)
+    ctx = torch.randn(w, d)
+    restarts = {0: Restart(torch.arange(3), torch.randn(3, 5, d), torch.tensor([5, 3, 4])),
+                3: Restart(torch.tensor([2, 1]), torch.randn(2, 2, d), torch.tensor([2, 0]))}
+    windows: list[list[torch.Tensor]] = [[] for _ in range(w)]  # each row's window tokens
+
+    def full_window_output(i: int) -> torch.Tensor:
+        x = torch.stack(windows[i])[None]  # (1, L, D)
+        n = x.shape[1]
+        h, _ = dec(x, torch.arange(n)[None], torch.ones(1, n, dtype=torch.bool),
+                   [(k[i:i + 1], v[i:i + 1]) for k, v in mem], ctx[i:i + 1, None].expand(1, n, d))
+        return h[0, -1]
+
     with torch.inference_mode():
-        full, _ = dec(x, pos, valid, mem, ctx)
-        cache = dec.new_cache(w, prefix + n_steps, x)
-        h0, _ = dec(x[:, :prefix], pos[:, :prefix], valid[:, :prefix], mem, ctx[:, :prefix],
-                    cache)
-        assert cache.step_bias is not None  # padded rows: masked steps
-        cos, sin = dec.rope.step_tables(16)
+        cache = dec.new_cache(w, 12, ctx)
         wts = dec.step_weights()
-        outs = []
-        for t in range(prefix, prefix + n_steps):
-            p = pos[:, t]
-            h, _ = dec.step(x[:, t:t + 1], (cos[p][:, None, None], sin[p][:, None, None]), mem,
-                            ctx[:, t:t + 1], cache, wts)
-            outs.append(h)
+        for step in range(6):
+            x = torch.randn(w, d)
+            r = restarts.get(step)
+            if r is not None:
+                for j, row in enumerate(r.rows.tolist()):
+                    windows[row] = list(r.tokens[j, :r.length[j]])
+            for i in range(w):
+                windows[i].append(x[i])
+            h, _ = dec.step(x, mem, ctx, cache, wts, r)
+            assert cache.length.tolist() == [len(win) for win in windows]
+            for i in range(w):
+                torch.testing.assert_close(h[i], full_window_output(i), atol=1e-5, rtol=0)
+        assert len(set(cache.length.tolist())) == 3  # three different window lengths
+        cache.length[0] = cache.capacity
         with pytest.raises(ValueError, match="capacity"):
-            dec.step(x[:, :1], (cos[p][:, None, None], sin[p][:, None, None]), mem,
-                     ctx[:, :1], cache, wts)
-    torch.testing.assert_close(h0[valid[:, :prefix]], full[:, :prefix][valid[:, :prefix]],
-                               atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.cat(outs, 1), full[:, prefix:], atol=1e-5, rtol=0)
+            dec.step(x, mem, ctx, cache, wts)
+
+
+def _never_ending(seed: int = 0) -> CASHG:
+    """An 'undertrained' model whose head never ends a character."""
+    torch.manual_seed(seed)
+    m = CASHG(TINY).eval()
+    with torch.no_grad():
+        m.head.proj.bias[:4] = torch.tensor([20.0, 0.0, -20.0, -20.0])
+    return m
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("greedy", [True, False])
+def test_undertrained_model_stops_every_character_at_the_cap(use_cache, greedy):
+    """A model that never ends a character: every character gets exactly max_char_points
+    points, its last one forced to EOC and counted as truncated; the short sentence finishes
+    after its own points, the call after the longest sentence's (rows do not wait)."""
+    m, cap = _never_ending(), 7
+    texts = ["ab", "hello world", "xyz"]
+    cps, mask = encode_texts(texts)
+    imgs = torch.rand(len(texts), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    res = sample(m, cps, mask, imgs, SamplingOptions(greedy=greedy, max_char_points=cap,
+                                                     use_cache=use_cache))
+    for i, text in enumerate(texts):
+        assert np.bincount(res.char_index[i]).tolist() == [cap] * len(text)
+        last = np.arange(len(res.pen[i])) % cap == cap - 1
+        assert (res.pen[i][last] == 3).all() and (res.pen[i][~last] < 2).all()
+    assert res.truncated == sum(len(t) for t in texts)
+    assert res.steps == cap * len(texts[1])
+
+
+def _model_with_varied_lengths() -> CASHG:
+    """Greedy decoding of this random model ends some characters after one point and runs
+    others to the cap, differently in each sentence (checked by the test using it)."""
+    torch.manual_seed(0)
+    m = CASHG(TINY).eval()
+    with torch.no_grad():
+        m.head.proj.bias[:4] = torch.tensor([0.05, 0.0, 0.0, 0.0])
+    return m
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_rows_progress_independently(use_cache):
+    """A sentence's greedy points are the same alone and inside a batch (rows never wait
+    for each other, finished rows leave the step), and the batch takes as many steps as its
+    longest sentence has points, fewer than decoding character position by position would."""
+    m = _model_with_varied_lengths()
+    cps, mask = encode_texts(TEXTS)
+    imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    opts = SamplingOptions(greedy=True, max_char_points=12, use_cache=use_cache)
+    res = sample(m, cps, mask, imgs, opts)
+    for i in range(len(TEXTS)):  # the same padded codepoints: the text encoder sees the same
+        alone = sample(m, cps[i:i + 1], mask[i:i + 1], imgs[i:i + 1], opts)
+        assert alone.steps == len(alone.pen[0])
+        np.testing.assert_array_equal(alone.pen[0], res.pen[i])
+        np.testing.assert_array_equal(alone.char_index[0], res.char_index[i])
+        np.testing.assert_allclose(alone.deltas[0], res.deltas[i], atol=1e-5, rtol=0)
+    per_char = [np.bincount(ci) for ci in res.char_index]
+    lockstep = sum(max(c[s] for c in per_char if s < len(c)) for s in range(len(TEXTS[0])))
+    assert res.steps == max(len(p) for p in res.pen) < lockstep
+    assert any(c.min() != c.max() for c in per_char)  # characters of different lengths
 
 
 @pytest.mark.parametrize("point_position,bi_swt,every", [

@@ -14,15 +14,19 @@ with the context memory of the token's character by the token-wise gate of Eq. 1
 ``g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) * h_sty + g * m_ctx``. With
 ``gated_fusion`` off (ablation), ``h = h_sty`` (no context memory is used at all).
 
-Incremental decoding: :class:`KVCache` keeps the self-attention keys/values of every block in
-buffers preallocated to the longest window (written in place); cross-attention keys/values are
-computed once per memory (:meth:`BiSWTDecoder.memory_kv`). Positions are given explicitly, so
-cached steps see exactly the relative positions of the full window. A window's prefix goes
-through :meth:`BiSWTDecoder.forward` with the cache; every further token through
-:meth:`BiSWTDecoder.step`, an inference-only path for one token per window that runs the same
-computation (equal up to float rounding) with as few kernel calls as possible (functional calls on the modules'
-weights, RoPE from precomputed tables, no causal mask: a single newest query sees every cached
-key), because at one token the step cost is dominated by per-call overhead, not arithmetic.
+Incremental decoding (inference only): :class:`KVCache` keeps the self-attention keys/values of
+every block for W windows in buffers preallocated to the longest window and written in place;
+each window has its OWN length (slot ``j`` of window ``w`` holds its token at position ``j``,
+valid iff ``j < length[w]``), so windows advance independently. Cross-attention keys/values are
+computed once per memory (:meth:`BiSWTDecoder.memory_kv`). :meth:`BiSWTDecoder.step` appends one
+token to every window; windows that restart (a sampled sentence moving on to its next
+character) first get their new context ``[e~_{s-1}, y_{s-1}]`` encoded in the same call (a
+:class:`Restart`: those rows only, causal among themselves, into slots ``0..``), then their
+``e~_s`` as the step token. The step runs the computation of :meth:`BiSWTDecoder.forward` (equal
+up to float rounding) with as few kernel calls as possible (functional calls on the modules'
+weights, RoPE from precomputed tables, the step tokens of all windows and the context tokens of
+the restarting ones through each Linear together), because at one token per window the step cost
+is dominated by per-call overhead, not arithmetic.
 """
 
 from __future__ import annotations
@@ -35,30 +39,51 @@ from torch import nn
 
 from cashg.config import ModelConfig
 from cashg.model.rope import RotaryEmbedding, rotate_full
+from cashg.model.step_attention import attend_one_query
 
 N_PEN = 4
 
 
 @dataclass
 class KVCache:
-    """Self-attention cache for W windows: per block k/v (W, h, cap, dh); valid (W, cap)."""
+    """Self-attention cache of W windows with per-window lengths.
+
+    k, v: per block (W, h, cap, dh); slot ``j`` of window ``w`` holds the key/value of its token
+    at position ``j``. length: (W,) long, the filled slots of each window (the next token goes to
+    slot ``length[w]``, at RoPE position ``length[w]``); setting ``length[w] = 0`` empties window
+    ``w``. cos, sin: (cap, dh) full-width RoPE tables of :meth:`RotaryEmbedding.step_tables`.
+    """
 
     k: list[torch.Tensor]
     v: list[torch.Tensor]
-    valid: torch.Tensor
-    length: int = 0  # physical slots filled so far
-    # additive attention mask (W, 1, 1, cap) for single-token steps: 0 on valid slots and on
-    # every slot after the last forward (steps only add valid tokens), -inf on padding; None
-    # when nothing is padded. Set by BiSWTDecoder.forward with this cache.
-    step_bias: torch.Tensor | None = None
+    length: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
 
     @property
     def capacity(self) -> int:
-        return self.valid.shape[1]
+        return self.k[0].shape[2]
+
+    def select(self, rows: torch.Tensor) -> KVCache:
+        """The cache of windows ``rows`` (R,) only (copies), e.g. to drop finished windows."""
+        return KVCache([k[rows] for k in self.k], [v[rows] for v in self.v], self.length[rows],
+                       self.cos, self.sin)
+
+
+@dataclass
+class Restart:
+    """Windows that restart at a :meth:`BiSWTDecoder.step`: their cache is emptied and their
+    ``length`` (R,) leading context tokens ``tokens`` (R, P, D) (right padded, P >= max length;
+    P = 0 for windows without context) are encoded at positions ``0..length - 1`` before the
+    step token, which then sits at position ``length``."""
+
+    rows: torch.Tensor  # (R,) long, distinct
+    tokens: torch.Tensor  # (R, P, D)
+    length: torch.Tensor  # (R,) long
 
 
 class SelfAttention(nn.Module):
-    """Causal multi-head self-attention with RoPE and an optional key/value cache."""
+    """Causal multi-head self-attention with RoPE and key-padding masks."""
 
     def __init__(self, d: int, heads: int, dropout: float, rope: RotaryEmbedding):
         super().__init__()
@@ -70,25 +95,15 @@ class SelfAttention(nn.Module):
 
     def forward(
         self,
-        x: torch.Tensor,  # (W, n, D) new tokens
+        x: torch.Tensor,  # (W, n, D)
         positions,  # (W, n) logical positions, or RoPE (cos, sin) for them
-        key_valid: torch.Tensor,  # (W, n) without cache, (W, cap) with cache
-        cache: tuple[torch.Tensor, torch.Tensor] | None = None,  # (W, h, cap, dh) each
-        start: int = 0,  # physical slot of the first new token (cache only)
+        key_valid: torch.Tensor,  # (W, n)
     ) -> torch.Tensor:
         w, n, d = x.shape
         q, k, v = self.qkv(x).view(w, n, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)  # (W,h,n,dh)
         q, k = self.rope(q, positions), self.rope(k, positions)
-        if cache is not None:
-            ck, cv = cache
-            ck[:, :, start:start + n] = k
-            cv[:, :, start:start + n] = v
-            k, v = ck[:, :, :start + n], cv[:, :, :start + n]
-            key_valid = key_valid[:, :start + n]
-        m = k.shape[2]
-        q_idx = torch.arange(start, start + n, device=x.device)[:, None]
-        causal = torch.arange(m, device=x.device)[None, :] <= q_idx  # (n, m)
-        mask = causal[None, None] & key_valid[:, None, None, :]  # (W, 1, n, m)
+        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()  # (n, n)
+        mask = causal[None, None] & key_valid[:, None, None, :]  # (W, 1, n, n)
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
         )
@@ -120,6 +135,7 @@ class CrossAttention(nn.Module):
         )
         return self.out(y.transpose(1, 2).reshape(w, n, d))
 
+
 class DecoderBlock(nn.Module):
     """Pre-LN block: causal RoPE self-attention, cross-attention to one memory, feed-forward."""
 
@@ -135,8 +151,8 @@ class DecoderBlock(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, positions, key_valid, kv, cache=None, start=0):
-        x = x + self.drop(self.self_attn(self.ln1(x), positions, key_valid, cache, start))
+    def forward(self, x, positions, key_valid, kv):
+        x = x + self.drop(self.self_attn(self.ln1(x), positions, key_valid))
         x = x + self.drop(self.cross_attn(self.ln2(x), kv))
         return x + self.drop(self.ffn(self.ln3(x)))
 
@@ -207,36 +223,72 @@ class StepWeights:
     gelu: str  # GELU approximation ("none" = exact erf)
 
 
+@dataclass
+class _StepPlan:
+    """Where one :meth:`BiSWTDecoder.step` reads and writes; shared by all blocks."""
+
+    slot: torch.Tensor  # (W,) cache slot = RoPE position of each window's step token
+    rot: tuple[torch.Tensor, torch.Tensor]  # step tokens' RoPE (cos, sin), (W, 1, 1, dh) each
+    n_keys: torch.Tensor  # (W,) slot + 1: window w attends to its slots [0, slot]
+    write: torch.Tensor  # (W * h,) row of (w, head, slot[w]) in a cache block viewed (-1, dh)
+    restart: Restart | None  # windows with context tokens (P > 0) to encode first
+    ctx_rot: tuple[torch.Tensor, torch.Tensor] | None  # context RoPE, (P, dh) each
+    ctx_mem: list | None  # per block cross-attention (k, v) (R, h, M, dh) of those windows
+
+
 def _block_step(
     wts: tuple,  # one entry of StepWeights.blocks
-    x: torch.Tensor,  # (W, 1, D) one new token per window
-    rot: tuple[torch.Tensor, torch.Tensor],  # full-width (cos, sin), each (W, 1, 1, dh)
-    bias: torch.Tensor | None,  # (W, 1, 1, start + 1) additive mask or None
+    x: torch.Tensor,  # (W + R * P, D) the step tokens, then the context tokens of restarts
+    plan: _StepPlan,
     mem_kv: tuple[torch.Tensor, torch.Tensor],  # (W, h, M, dh) each
-    ck: torch.Tensor,  # (W, h, cap, dh) cached keys, written in place at slot ``start``
+    ctx_mem_kv: tuple[torch.Tensor, torch.Tensor] | None,  # (R, h, M, dh) each
+    ck: torch.Tensor,  # (W, h, cap, dh) cached keys of this block, written in place
     cv: torch.Tensor,  # (W, h, cap, dh) cached values
-    start: int,
     heads: int,
     gelu: str,
+    last: bool,  # the last block: context tokens only need their keys/values
 ) -> torch.Tensor:
-    """:meth:`DecoderBlock.forward` (eval mode) for one token per window with a cache: the same
-    computation (RoPE via :func:`rotate_full`; a single newest query needs no causal mask),
-    written functionally with as few kernel calls as possible."""
+    """:meth:`DecoderBlock.forward` (eval mode) for one step token per window (and the context
+    tokens of restarting windows) with a cache: the same computation, written functionally
+    with as few kernel calls as possible. Returns (W + R * P, D), or (W, D) for the last block."""
     ln1, qkv, attn_out, ln2, q_proj, cross_out, ln3, up, down = wts
-    w, _, d = x.shape
+    w = plan.slot.shape[0]
+    d = x.shape[-1]
     dh = d // heads
-    # causal self-attention over the cached window
-    a = F.linear(F.layer_norm(x, *ln1), *qkv).view(w, 3, heads, 1, dh).transpose(0, 1)
-    qk = rotate_full(a[:2], *rot)  # (2, W, h, 1, dh) rotated queries and keys
-    ck[:, :, start:start + 1] = qk[1]
-    cv[:, :, start:start + 1] = a[2]
-    y = F.scaled_dot_product_attention(qk[0], ck[:, :, :start + 1], cv[:, :, :start + 1],
-                                       attn_mask=bias)  # (W, h, 1, dh)
-    x = x + F.linear(y.reshape(w, 1, d), *attn_out)
+    a = F.linear(F.layer_norm(x, *ln1), *qkv)  # (N, 3D) for all tokens at once
+    y_ctx = None
+    if plan.restart is not None:  # a fresh causal window over each restart's context tokens
+        rows = plan.restart.rows
+        r, p = plan.restart.tokens.shape[:2]
+        c = a[w:].view(r, p, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, R, h, P, dh)
+        c_qk = rotate_full(c[:2], *plan.ctx_rot)  # (2, R, h, P, dh)
+        # before the step tokens: a restart's step token goes to slot length <= P - 1 and
+        # overwrites the padding there
+        ck[:, :, :p].index_copy_(0, rows, c_qk[1])
+        cv[:, :, :p].index_copy_(0, rows, c[2])
+        if not last:
+            y_ctx = F.scaled_dot_product_attention(c_qk[0], c_qk[1], c[2], is_causal=True)
+            y_ctx = y_ctx.transpose(1, 2).reshape(r * p, d)  # padding rows never read
+    # the step token of every window at its own slot, attending to slots [0, slot]
+    s = a[:w].view(w, 3, heads, 1, dh).transpose(0, 1)  # (3, W, h, 1, dh)
+    qk = rotate_full(s[:2], *plan.rot)  # (2, W, h, 1, dh) rotated queries and keys
+    ck.view(-1, dh).index_copy_(0, plan.write, qk[1].reshape(-1, dh))  # at (w, :, slot[w])
+    cv.view(-1, dh).index_copy_(0, plan.write, s[2].reshape(-1, dh))
+    y = attend_one_query(qk[0, :, :, 0], ck, cv, plan.n_keys).view(w, d)
+    if y_ctx is None:
+        x = x[:w]
+    else:
+        y = torch.cat([y, y_ctx])  # (N, D)
+    x = x + F.linear(y, *attn_out)
     # cross-attention to the style memory (keys/values precomputed once)
-    q = F.linear(F.layer_norm(x, *ln2), *q_proj).view(w, heads, 1, dh)
-    y = F.scaled_dot_product_attention(q, *mem_kv)  # (W, h, 1, dh)
-    x = x + F.linear(y.reshape(w, 1, d), *cross_out)
+    q = F.linear(F.layer_norm(x, *ln2), *q_proj)  # (N, D)
+    y = attend_one_query(q[:w].view(w, heads, dh), *mem_kv).view(w, d)
+    if y_ctx is not None:
+        r, p = plan.restart.tokens.shape[:2]
+        y_ctx = F.scaled_dot_product_attention(
+            q[w:].view(r, p, heads, dh).transpose(1, 2), *ctx_mem_kv)  # (R, h, P, dh)
+        y = torch.cat([y, y_ctx.transpose(1, 2).reshape(r * p, d)])
+    x = x + F.linear(y, *cross_out)
     # feed-forward
     hid = F.gelu(F.linear(F.layer_norm(x, *ln3), *up), approximate=gelu)
     return x + F.linear(hid, *down)
@@ -306,56 +358,45 @@ class BiSWTDecoder(nn.Module):
         return self.embed_points(deltas, pen, pos)
 
     def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
-        """Per block cross-attention (k, v), each (B, h, M, dh); computed once per memory."""
+        """Per block cross-attention (k, v), each (B, h, M, dh) contiguous; computed once per
+        memory."""
         mem = {"writer": writer_memory, "glyph": glyph_memory}
-        return [blk.cross_attn.memory_kv(mem[blk.memory]) for blk in self.blocks]
+        return [tuple(t.contiguous() for t in blk.cross_attn.memory_kv(mem[blk.memory]))
+                for blk in self.blocks]
 
     def new_cache(self, windows: int, capacity: int, like: torch.Tensor) -> KVCache:
+        """An empty cache of ``windows`` windows of up to ``capacity`` tokens (dtype and device
+        of ``like``)."""
         shape = (windows, self.heads, capacity, self.dh)
         n = len(self.blocks)
+        cos, sin = self.rope.step_tables(capacity)
         return KVCache(
             k=[like.new_zeros(shape) for _ in range(n)],
             v=[like.new_zeros(shape) for _ in range(n)],
-            valid=torch.zeros(windows, capacity, dtype=torch.bool, device=like.device),
+            length=torch.zeros(windows, dtype=torch.long, device=like.device),
+            cos=cos.to(like), sin=sin.to(like),
         )
 
     def forward(
         self,
-        x: torch.Tensor,  # (W, n, D) window tokens (or new tokens with a cache)
+        x: torch.Tensor,  # (W, n, D) window tokens
         positions: torch.Tensor,  # (W, n) long
         token_valid: torch.Tensor,  # (W, n) bool
         mem_kv: list,  # per block (k, v), each (W, h, M, dh)
         m_ctx: torch.Tensor | None,  # (W, n, D) context memory of each token's character
-        cache: KVCache | None = None,
         packed: bool = True,
     ):
-        """(h (W, n, D), gate (W, n, D) or None). With a cache, appends the n new tokens.
+        """(h (W, n, D), gate (W, n, D) or None) for whole windows (teacher forcing, and the
+        uncached reference mode of sampling).
 
-        Without a cache (teacher forcing) and with ``packed`` the blocks run on the valid
-        tokens only (:meth:`DecoderBlock.forward_packed`; outputs on padding are zeros);
-        ``packed=False`` is the plain padded computation, kept as the reference."""
-        if cache is None and packed:
+        With ``packed`` the blocks run on the valid tokens only
+        (:meth:`DecoderBlock.forward_packed`; outputs on padding are zeros); ``packed=False``
+        is the plain padded computation, kept as the reference."""
+        if packed:
             return self._forward_packed(x, positions, token_valid, mem_kv, m_ctx)
-        start = 0
-        key_valid = token_valid
-        if cache is not None:
-            start = cache.length
-            if start + x.shape[1] > cache.capacity:
-                raise ValueError("KV cache capacity exceeded")
-            cache.valid[:, start:start + x.shape[1]] = token_valid
-            key_valid = cache.valid
         rot = self.rope.angles(positions)  # shared by all blocks
         for i, blk in enumerate(self.blocks):
-            layer_cache = (cache.k[i], cache.v[i]) if cache is not None else None
-            x = blk(x, rot, key_valid, mem_kv[i], layer_cache, start)
-        if cache is not None:
-            cache.length = start + x.shape[1]
-            pad = ~cache.valid[:, :cache.length]  # (W, length)
-            cache.step_bias = None
-            if bool(pad.any()):
-                cache.step_bias = cache.valid.new_zeros(cache.valid.shape, dtype=x.dtype)
-                cache.step_bias[:, :cache.length].masked_fill_(pad, float("-inf"))
-                cache.step_bias = cache.step_bias[:, None, None]  # (W, 1, 1, cap)
+            x = blk(x, rot, token_valid, mem_kv[i])
         h_sty = self.ln_out(x)
         if self.fusion is None:
             return h_sty, None
@@ -393,24 +434,41 @@ class BiSWTDecoder(nn.Module):
 
     def step(
         self,
-        x: torch.Tensor,  # (W, 1, D) the newest token of every window
-        rot: tuple[torch.Tensor, torch.Tensor],  # (cos, sin) (W, 1, 1, dh) from step_tables
+        x: torch.Tensor,  # (W, D) the newest token of every window
         mem_kv: list,  # per block (k, v), each (W, h, M, dh)
-        m_ctx: torch.Tensor | None,  # (W, 1, D)
+        m_ctx: torch.Tensor | None,  # (W, D) context memory of each window's character
         cache: KVCache,
         weights: StepWeights,  # from step_weights()
+        restart: Restart | None = None,
     ):
-        """Append one token to every cached window: inference only (no dropout), equal to
-        :meth:`forward` with the cache and n = 1 up to float rounding, at a fraction of its
-        per-call overhead. Returns (h (W, 1, D), gate (W, 1, D) or None)."""
-        start = cache.length
-        if start >= cache.capacity:
+        """Append one token to every cached window, each at its own slot ``cache.length``;
+        the windows of ``restart`` first restart from their context tokens. Inference only (no
+        dropout); equal to :meth:`forward` over the whole windows up to float rounding, at a
+        fraction of its cost. Returns (h (W, D), gate (W, D) or None) of the new tokens."""
+        if restart is not None:
+            cache.length[restart.rows] = restart.length
+            if restart.tokens.shape[1] == 0:
+                restart = None  # emptied windows, nothing to encode
+        slot = cache.length  # (W,)
+        if int(slot.max()) >= cache.capacity:
             raise ValueError("KV cache capacity exceeded")
-        cache.valid[:, start] = True
-        bias = None if cache.step_bias is None else cache.step_bias[..., :start + 1]
-        for wts, ck, cv, kv in zip(weights.blocks, cache.k, cache.v, mem_kv):
-            x = _block_step(wts, x, rot, bias, kv, ck, cv, start, self.heads, weights.gelu)
-        cache.length = start + 1
+        heads, cap = self.heads, cache.capacity
+        write = torch.arange(0, len(slot) * heads * cap, cap, device=slot.device)
+        plan = _StepPlan(
+            slot=slot, rot=(cache.cos[slot][:, None, None], cache.sin[slot][:, None, None]),
+            n_keys=slot + 1, write=write + slot.repeat_interleave(heads), restart=restart,
+            ctx_rot=None, ctx_mem=None)
+        ctx_mem = [None] * len(mem_kv)
+        if restart is not None:
+            p = restart.tokens.shape[1]
+            plan.ctx_rot = (cache.cos[:p], cache.sin[:p])
+            ctx_mem = [(k[restart.rows], v[restart.rows]) for k, v in mem_kv]
+            x = torch.cat([x, restart.tokens.reshape(-1, x.shape[-1])])  # (W + R * P, D)
+        last = len(weights.blocks) - 1
+        for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, mem_kv)):
+            x = _block_step(wts, x, plan, kv, ctx_mem[i], ck, cv, self.heads, weights.gelu,
+                            i == last)
+        cache.length = slot + 1
         h_sty = F.layer_norm(x, *weights.ln_out)
         if self.fusion is None:
             return h_sty, None

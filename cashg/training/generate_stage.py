@@ -13,8 +13,11 @@ repeated cyclically when a writer has fewer). Outputs in ``--out``:
   ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``);
 - ``lines.png``: the first ``generate.plot_lines`` sentences, ground truth above generation.
 
-Sentences are generated in batches of ``generate.batch_size``; batch ``k`` samples with seed
-``generate.seed + k``, so a run is reproducible for a given batch size.
+Sentences are generated in batches of ``generate.batch_size`` (default 64; every sentence of a
+batch advances on its own, see :mod:`cashg.sampling`): sorted by text length (ties by id) so
+that a batch holds sentences of similar length, which cuts padding and the steps a batch spends
+on its last, longest rows. Batch ``k`` of that order samples with seed ``generate.seed + k``,
+so a run is reproducible for a given batch size; the outputs keep the sorted-id order.
 """
 
 from __future__ import annotations
@@ -49,20 +52,21 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
     if gcfg.limit > 0:
         gts = gts[: gcfg.limit]
     memo: dict = {}
-    out = []
-    starts = range(0, len(gts), gcfg.batch_size)
-    for k, a in enumerate(tqdm(starts, desc="generate", unit="batch", file=sys.stderr,
-                               disable=not progress)):
-        chunk = gts[a:a + gcfg.batch_size]
+    out: list = [None] * len(gts)
+    by_length = sorted(range(len(gts)), key=lambda i: (len(gts[i].text), i))
+    batches = [by_length[a:a + gcfg.batch_size] for a in range(0, len(gts), gcfg.batch_size)]
+    for k, batch in enumerate(tqdm(batches, desc="generate", unit="batch", file=sys.stderr,
+                                   disable=not progress)):
+        chunk = [gts[i] for i in batch]
         refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, gcfg.n_refs, memo)
                          for s in chunk])
         cps, mask = encode_texts([s.text for s in chunk], device)
         opts = SamplingOptions(greedy=gcfg.greedy, temperature=gcfg.temperature, bias=gcfg.bias,
                                max_char_points=gcfg.max_char_points, seed=gcfg.seed + k)
         res = sample(model, cps, mask, torch.from_numpy(refs).to(device), opts)
-        for i, s in enumerate(chunk):
-            out.append(make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(i),
-                                     res.pen[i], res.char_index[i]))
+        for j, (i, s) in enumerate(zip(batch, chunk)):
+            out[i] = make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(j),
+                                   res.pen[j], res.char_index[j])
     return out, gts
 
 
