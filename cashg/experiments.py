@@ -78,12 +78,22 @@ class TrainBudgetConfig:
     trains on the ``train`` section (the paper profile).
     """
 
-    experiments: tuple[str, ...] = ()
+    experiments: tuple[str, ...] = ()  # experiment names; ABLATION = every ablation cell
     schedule: TrainSchedule = TrainSchedule()
 
-    def for_experiment(self, name: str) -> dict[str, int]:
+    def listed(self, ablation: AblationConfig) -> set[str]:
+        """The experiments on the short schedule (``ablation`` expanded to its cells)."""
+        names = set(self.experiments)
+        if ABLATION in names:
+            names |= {ablation.benchmark, *ablation.variants}
+        return names
+
+    def for_experiment(self, name: str, ablation: AblationConfig) -> dict[str, int]:
         """The ``train`` keys experiment ``name`` overrides (empty for the main schedule)."""
-        return self.schedule.changes() if name in self.experiments else {}
+        return self.schedule.changes() if name in self.listed(ablation) else {}
+
+
+ABLATION = "ablation"  # in train_budget.experiments: the ablation's benchmark and variants
 
 
 EXPERIMENT_SECTIONS: dict[str, type | object] = {"ablation": AblationConfig,
@@ -131,11 +141,11 @@ def check_params(params: Mapping[str, Any], where: str,
 
 
 def _check_budget(params: Mapping[str, Any], where: str) -> None:
-    """The ablation cells share one schedule. (Names that are no experiment are allowed: after
-    a dataset swap they simply do not apply, and every experiment trains on ``train``.)"""
+    """The ablation cells share one schedule (list ``ablation`` for all of them). Names that
+    are no experiment are allowed: after a dataset swap they simply do not apply."""
     budget, ablation = params["train_budget"], params["ablation"]
     cells = [ablation.benchmark, *ablation.variants]
-    short = [c for c in cells if c in budget.experiments]
+    short = [c for c in cells if c in budget.listed(ablation)]
     if short and len(short) != len(cells):
         raise BenchmarkError(f"{where}: train_budget.experiments: the ablation cells "
                              f"{', '.join(cells)} must all be listed or none (Table 3 compares "

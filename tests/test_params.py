@@ -70,11 +70,11 @@ def _with_budget(tmp_path, repo_root, experiments: str):
 def test_train_budget_schedules_only_the_listed_experiments(tmp_path, repo_root):
     from cashg.training.stage import budget_overrides
 
-    path = _with_budget(tmp_path, repo_root,
-                        "[merged, merged-no_biswt, merged-no_gate, merged-neither, gone]")
+    path = _with_budget(tmp_path, repo_root, "[deepwriting, ablation, gone]")
     assert budget_overrides(path, "dsd") == []
-    assert budget_overrides(path, "merged-no_gate") == [
-        "train.total_iters=60", "train.stage2_start=30", "train.stage3_start=50"]
+    short = ["train.total_iters=60", "train.stage2_start=30", "train.stage3_start=50"]
+    for name in ("deepwriting", "merged", "merged-no_biswt", "merged-no_gate", "merged-neither"):
+        assert budget_overrides(path, name) == short
 
 
 def test_train_budget_keeps_the_ablation_cells_together(tmp_path, repo_root):

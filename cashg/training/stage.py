@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cashg.params import ParamsError, load_section
+from cashg.params import ParamsError, load_params
 from cashg.training.cli import add_runtime_arguments, train_main
 
 
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def budget_overrides(params_path: Path, experiment: str) -> list[str]:
     """``train.KEY=VALUE`` overrides of ``experiment``'s schedule (``train_budget``)."""
-    changes = load_section("train_budget", params_path).for_experiment(experiment)
+    params = load_params(params_path)
+    changes = params["train_budget"].for_experiment(experiment, params["ablation"])
     if changes:
         print(f"[train] {experiment}: train_budget schedule {changes}", file=sys.stderr)
     return [f"train.{k}={v}" for k, v in changes.items()]
