@@ -11,9 +11,16 @@ outputs (pen states and character indices equal, points within 1e-5) and prints 
 - ``early stop, max M``: the model's own end-of-character states with a cap of M points (the
   original setting of this benchmark; the random model's head is biased towards continuing).
 
-With ``--device cuda``: batched throughput (points per second) too.
+Then batched throughput (points per second, cached only; default batch 64 on the CPU,
+1 16 64 256 on CUDA), per setting: the 35-character sentence in every row, and ``mixed``:
+sentences of 12 to 58 characters (every row advances on its own; the batch ends with its
+longest row).
 
     python scripts/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
+        [--throughput-batches 64] [--threads 1]
+
+Runs against any version of ``cashg.sampling`` with ``sample``/``SamplingOptions``/
+``encode_texts`` (e.g. an older checkout on ``PYTHONPATH``) for before/after figures.
 """
 
 from __future__ import annotations
@@ -35,6 +42,20 @@ from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"  # 35 characters
 FALLBACK_POINTS = 50
+WORDS = ("sphinx of black quartz judge my vow pack my box with five dozen liquor jugs how "
+         "vexingly quick daft zebras jump").split()
+
+
+def mixed_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` sentences of 12 to 58 characters from a fixed word list (seeded)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        target, words = int(rng.integers(12, 59)), []
+        while len(" ".join(words)) < target:
+            words.append(WORDS[int(rng.integers(len(WORDS)))])
+        out.append(" ".join(words)[:target])
+    return out
 
 
 def _model(size: str, device: str) -> CASHG:
@@ -106,7 +127,9 @@ def main() -> None:
                     help="points per character of the fixed settings (default: data median, 50)")
     ap.add_argument("--early-stop-max", nargs="*", type=int, default=[20])
     ap.add_argument("--greedy", action="store_true")
-    ap.add_argument("--throughput-batches", nargs="+", type=int, default=[1, 16, 64, 256])
+    ap.add_argument("--throughput-batches", nargs="*", type=int, default=None,
+                    help="batch sizes of the throughput figures (default: 64 on the CPU, "
+                         "1 16 64 256 on CUDA; none: skip)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     assert len(TEXT) == 35
@@ -127,17 +150,23 @@ def main() -> None:
             for batch in args.batches:
                 opts = SamplingOptions(seed=1, greedy=args.greedy, **kw)
                 _compare(model, batch, opts, args.repeats, args.device, label)
-        if args.device.startswith("cuda"):
-            for bsz in args.throughput_batches:
-                cps, mask = encode_texts([TEXT] * bsz, args.device)
-                imgs = torch.rand(bsz, 15, 64, 64, device=args.device)
+        batches = args.throughput_batches
+        if batches is None:
+            batches = [1, 16, 64, 256] if args.device.startswith("cuda") else [64]
+        for bsz in batches:
+            for texts_label, texts in (("same text", [TEXT] * bsz), ("mixed", mixed_texts(bsz))):
+                cps, mask = encode_texts(texts, args.device)
+                imgs = torch.rand(bsz, 15, 64, 64, generator=torch.Generator().manual_seed(0))
+                imgs = imgs.to(args.device)
                 for label, kw in settings:
                     opts = SamplingOptions(seed=1, greedy=args.greedy, **kw)
-                    t, _, res = _time(partial(sample, model, cps, mask, imgs, opts),
-                                      args.repeats, args.device)
+                    wall, cpu, res = _time(partial(sample, model, cps, mask, imgs, opts),
+                                           args.repeats, args.device)
                     pts = sum(len(x) for x in res.deltas)
-                    print(f"[{size}] cuda {label} batch={bsz}: {pts / t:,.0f} points/s "
-                          f"({t:.3f}s, {pts} pts)")
+                    print(f"[{size}] throughput {args.device} {label:22s} {texts_label:9s} "
+                          f"batch={bsz}: {pts / wall:,.0f} points/s wall, {pts / cpu:,.0f} "
+                          f"points/s cpu ({wall:.3f}s wall, {cpu:.3f}s cpu, {pts} pts)",
+                          flush=True)
 
 
 if __name__ == "__main__":

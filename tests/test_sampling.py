@@ -13,6 +13,7 @@ from cashg.model.batch import SequenceSample, collate
 from cashg.model.decoder import Restart
 from cashg.model.gmm_head import mixture_from_raw
 from cashg.model.presets import TINY, with_changes
+from cashg.model.step_attention import KeyCounts, attend_one_query
 from cashg.sampling import (
     SamplingOptions,
     choose_points,
@@ -195,6 +196,31 @@ def test_decoder_step_matches_full_window(gated):
         cache.length[0] = cache.capacity
         with pytest.raises(ValueError, match="capacity"):
             dec.step(x, mem, ctx, cache, wts)
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+def test_one_query_attention_matches_sdpa(kernels):
+    """The numba kernels (CPU) and the torch path: each window attends to its own first
+    n[w] keys, after appending its new key/value at slot n[w] - 1; the same with all keys
+    (n = cap, no append) for a memory."""
+    torch.manual_seed(0)
+    w, h, cap, dh = 5, 3, 9, 8
+    q, k_new, v_new = torch.randn(w, h, dh), torch.randn(w, h, dh), torch.randn(w, h, dh)
+    k, v = torch.randn(w, h, cap, dh), torch.randn(w, h, cap, dh)
+    n = torch.tensor([1, 4, 9, 6, 4])
+    k_ref, v_ref = k.clone(), v.clone()
+    k_ref[torch.arange(w), :, n - 1] = k_new
+    v_ref[torch.arange(w), :, n - 1] = v_new
+    out = attend_one_query(q, k, v, KeyCounts.of(n, h, q, kernels), new=(k_new, v_new))
+    torch.testing.assert_close(k, k_ref, rtol=0, atol=0)  # appended in place, nothing else
+    torch.testing.assert_close(v, v_ref, rtol=0, atol=0)
+    for i in range(w):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q[i, :, None], k_ref[i, :, :n[i]], v_ref[i, :, :n[i]])[:, 0]
+        torch.testing.assert_close(out[i], ref, atol=1e-6, rtol=0)
+    full = attend_one_query(q, k, v, KeyCounts.of(torch.full((w,), cap), h, q, kernels))
+    ref = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v)[:, :, 0]
+    torch.testing.assert_close(full, ref, atol=1e-6, rtol=0)
 
 
 def _never_ending(seed: int = 0) -> CASHG:

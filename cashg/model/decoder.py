@@ -25,13 +25,16 @@ character) first get their new context ``[e~_{s-1}, y_{s-1}]`` encoded in the sa
 ``e~_s`` as the step token. The step runs the computation of :meth:`BiSWTDecoder.forward` (equal
 up to float rounding) with as few kernel calls as possible (functional calls on the modules'
 weights, RoPE from precomputed tables, the step tokens of all windows and the context tokens of
-the restarting ones through each Linear together), because at one token per window the step cost
-is dominated by per-call overhead, not arithmetic.
+the restarting ones through each Linear together; in the last block the context tokens stop
+after their keys/values). Its attention has one query per (window, head) and reads each
+window's keys only up to that window's own length (:mod:`cashg.model.step_attention`: numba
+kernels on the CPU, which also append the step's key/value to the cache in the same pass).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +42,7 @@ from torch import nn
 
 from cashg.config import ModelConfig
 from cashg.model.rope import RotaryEmbedding, rotate_full
-from cashg.model.step_attention import attend_one_query
+from cashg.model.step_attention import KeyCounts, attend_one_query
 
 N_PEN = 4
 
@@ -209,16 +212,28 @@ class Packing:
         return out.index_copy(0, self.flat, x).view(self.windows, self.length, *x.shape[1:])
 
 
+class BlockWeights(NamedTuple):
+    """One decoder block's parameters as plain tensors for :meth:`BiSWTDecoder.step`; each
+    LayerNorm as ``(normalized_shape, weight, bias, eps)``, each Linear as ``(weight, bias)``
+    (the cross-attention's key/value projection is applied once per memory, memory_kv)."""
+
+    ln1: tuple
+    qkv: tuple
+    attn_out: tuple
+    ln2: tuple
+    q: tuple
+    cross_out: tuple
+    ln3: tuple
+    ffn_up: tuple
+    ffn_down: tuple
+
+
 @dataclass(frozen=True)
 class StepWeights:
-    """The decoder parameters as plain tensors for :meth:`BiSWTDecoder.step`, read once per
-    sampling call: a module attribute look-up costs about as much as a small kernel.
+    """The decoder parameters for :meth:`BiSWTDecoder.step`, read once per sampling call: a
+    module attribute look-up costs about as much as a small kernel."""
 
-    blocks: per block ``(ln1, qkv, attn_out, ln2, q, cross_out, ln3, ffn_up, ffn_down)``, each
-    LayerNorm as ``(normalized_shape, weight, bias, eps)`` and each Linear as ``(weight, bias)``.
-    """
-
-    blocks: tuple
+    blocks: tuple[BlockWeights, ...]
     ln_out: tuple
     gelu: str  # GELU approximation ("none" = exact erf)
 
@@ -229,15 +244,15 @@ class _StepPlan:
 
     slot: torch.Tensor  # (W,) cache slot = RoPE position of each window's step token
     rot: tuple[torch.Tensor, torch.Tensor]  # step tokens' RoPE (cos, sin), (W, 1, 1, dh) each
-    n_keys: torch.Tensor  # (W,) slot + 1: window w attends to its slots [0, slot]
-    write: torch.Tensor  # (W * h,) row of (w, head, slot[w]) in a cache block viewed (-1, dh)
+    keys: KeyCounts  # slot + 1: window w attends to its slots [0, slot]
     restart: Restart | None  # windows with context tokens (P > 0) to encode first
     ctx_rot: tuple[torch.Tensor, torch.Tensor] | None  # context RoPE, (P, dh) each
-    ctx_mem: list | None  # per block cross-attention (k, v) (R, h, M, dh) of those windows
+    mem_keys: dict[int, KeyCounts]  # by memory length M: every memory token is a key
+    ctx_mem_kv: list | None  # per block cross-attention (k, v) (R, h, M, dh) of those windows
 
 
 def _block_step(
-    wts: tuple,  # one entry of StepWeights.blocks
+    wts: BlockWeights,
     x: torch.Tensor,  # (W + R * P, D) the step tokens, then the context tokens of restarts
     plan: _StepPlan,
     mem_kv: tuple[torch.Tensor, torch.Tensor],  # (W, h, M, dh) each
@@ -251,11 +266,10 @@ def _block_step(
     """:meth:`DecoderBlock.forward` (eval mode) for one step token per window (and the context
     tokens of restarting windows) with a cache: the same computation, written functionally
     with as few kernel calls as possible. Returns (W + R * P, D), or (W, D) for the last block."""
-    ln1, qkv, attn_out, ln2, q_proj, cross_out, ln3, up, down = wts
     w = plan.slot.shape[0]
     d = x.shape[-1]
     dh = d // heads
-    a = F.linear(F.layer_norm(x, *ln1), *qkv)  # (N, 3D) for all tokens at once
+    a = F.linear(torch.layer_norm(x, *wts.ln1), *wts.qkv)  # (N, 3D) for all tokens at once
     y_ctx = None
     if plan.restart is not None:  # a fresh causal window over each restart's context tokens
         rows = plan.restart.rows
@@ -272,26 +286,25 @@ def _block_step(
     # the step token of every window at its own slot, attending to slots [0, slot]
     s = a[:w].view(w, 3, heads, 1, dh).transpose(0, 1)  # (3, W, h, 1, dh)
     qk = rotate_full(s[:2], *plan.rot)  # (2, W, h, 1, dh) rotated queries and keys
-    ck.view(-1, dh).index_copy_(0, plan.write, qk[1].reshape(-1, dh))  # at (w, :, slot[w])
-    cv.view(-1, dh).index_copy_(0, plan.write, s[2].reshape(-1, dh))
-    y = attend_one_query(qk[0, :, :, 0], ck, cv, plan.n_keys).view(w, d)
+    y = attend_one_query(qk[0, :, :, 0], ck, cv, plan.keys,
+                         new=(qk[1, :, :, 0], s[2, :, :, 0])).view(w, d)  # appends at slot
     if y_ctx is None:
         x = x[:w]
     else:
         y = torch.cat([y, y_ctx])  # (N, D)
-    x = x + F.linear(y, *attn_out)
-    # cross-attention to the style memory (keys/values precomputed once)
-    q = F.linear(F.layer_norm(x, *ln2), *q_proj)  # (N, D)
-    y = attend_one_query(q[:w].view(w, heads, dh), *mem_kv).view(w, d)
+    x = x + F.linear(y, *wts.attn_out)
+    # cross-attention to the style memory (keys/values computed once per sampling call)
+    q = F.linear(torch.layer_norm(x, *wts.ln2), *wts.q)  # (N, D)
+    y = attend_one_query(q[:w].view(w, heads, dh), *mem_kv,
+                         plan.mem_keys[mem_kv[0].shape[2]]).view(w, d)
     if y_ctx is not None:
-        r, p = plan.restart.tokens.shape[:2]
         y_ctx = F.scaled_dot_product_attention(
             q[w:].view(r, p, heads, dh).transpose(1, 2), *ctx_mem_kv)  # (R, h, P, dh)
         y = torch.cat([y, y_ctx.transpose(1, 2).reshape(r * p, d)])
-    x = x + F.linear(y, *cross_out)
+    x = x + F.linear(y, *wts.cross_out)
     # feed-forward
-    hid = F.gelu(F.linear(F.layer_norm(x, *ln3), *up), approximate=gelu)
-    return x + F.linear(hid, *down)
+    hid = F.gelu(F.linear(torch.layer_norm(x, *wts.ln3), *wts.ffn_up), approximate=gelu)
+    return x + F.linear(hid, *wts.ffn_down)
 
 
 def char_positions(deltas: torch.Tensor) -> torch.Tensor:
@@ -426,8 +439,9 @@ class BiSWTDecoder(nn.Module):
             return (m.weight, m.bias)
 
         blocks = tuple(
-            (ln(b.ln1), lin(b.self_attn.qkv), lin(b.self_attn.out), ln(b.ln2),
-             lin(b.cross_attn.q), lin(b.cross_attn.out), ln(b.ln3), lin(b.ffn[0]), lin(b.ffn[3]))
+            BlockWeights(ln(b.ln1), lin(b.self_attn.qkv), lin(b.self_attn.out), ln(b.ln2),
+                         lin(b.cross_attn.q), lin(b.cross_attn.out), ln(b.ln3), lin(b.ffn[0]),
+                         lin(b.ffn[3]))
             for b in self.blocks
         )
         return StepWeights(blocks, ln(self.ln_out), self.blocks[0].ffn[1].approximate)
@@ -435,7 +449,7 @@ class BiSWTDecoder(nn.Module):
     def step(
         self,
         x: torch.Tensor,  # (W, D) the newest token of every window
-        mem_kv: list,  # per block (k, v), each (W, h, M, dh)
+        mem_kv: list,  # per block (k, v), each (W, h, M, dh) contiguous, from memory_kv
         m_ctx: torch.Tensor | None,  # (W, D) context memory of each window's character
         cache: KVCache,
         weights: StepWeights,  # from step_weights()
@@ -450,26 +464,27 @@ class BiSWTDecoder(nn.Module):
             if restart.tokens.shape[1] == 0:
                 restart = None  # emptied windows, nothing to encode
         slot = cache.length  # (W,)
-        if int(slot.max()) >= cache.capacity:
+        keys = KeyCounts.of(slot + 1, self.heads, x)
+        if keys.n_max > cache.capacity:
             raise ValueError("KV cache capacity exceeded")
-        heads, cap = self.heads, cache.capacity
-        write = torch.arange(0, len(slot) * heads * cap, cap, device=slot.device)
         plan = _StepPlan(
             slot=slot, rot=(cache.cos[slot][:, None, None], cache.sin[slot][:, None, None]),
-            n_keys=slot + 1, write=write + slot.repeat_interleave(heads), restart=restart,
-            ctx_rot=None, ctx_mem=None)
-        ctx_mem = [None] * len(mem_kv)
+            keys=keys, restart=restart, ctx_rot=None,
+            mem_keys={m: KeyCounts.of(slot.new_full(slot.shape, m), self.heads, x)
+                      for m in {k.shape[2] for k, _ in mem_kv}},
+            ctx_mem_kv=None)
+        ctx_mem_kv = [None] * len(mem_kv)
         if restart is not None:
             p = restart.tokens.shape[1]
             plan.ctx_rot = (cache.cos[:p], cache.sin[:p])
-            ctx_mem = [(k[restart.rows], v[restart.rows]) for k, v in mem_kv]
+            ctx_mem_kv = [(k[restart.rows], v[restart.rows]) for k, v in mem_kv]
             x = torch.cat([x, restart.tokens.reshape(-1, x.shape[-1])])  # (W + R * P, D)
         last = len(weights.blocks) - 1
         for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, mem_kv)):
-            x = _block_step(wts, x, plan, kv, ctx_mem[i], ck, cv, self.heads, weights.gelu,
+            x = _block_step(wts, x, plan, kv, ctx_mem_kv[i], ck, cv, self.heads, weights.gelu,
                             i == last)
         cache.length = slot + 1
-        h_sty = F.layer_norm(x, *weights.ln_out)
+        h_sty = torch.layer_norm(x, *weights.ln_out)
         if self.fusion is None:
             return h_sty, None
         return self.fusion(h_sty, m_ctx)

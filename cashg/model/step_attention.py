@@ -1,15 +1,20 @@
-"""Attention of ONE query per (window, head) over that window's own number of cached keys, the
-inner loop of :meth:`cashg.model.decoder.BiSWTDecoder.step`.
+"""The attention inner loops of :meth:`cashg.model.decoder.BiSWTDecoder.step`: one query per
+(window, head).
 
-At one query per head the work is a matrix-vector product per (window, head) and the cost is
-reading the keys and values (memory bound): SDPA's CPU kernel and batched ``bmm`` spend several
-times that on per-matrix overhead, and both read every window up to the longest one. On the CPU
-(float32) two numba kernels read each window's keys only up to its own length, contiguously:
-scores, then (after a torch softmax, vectorised) the weighted sum of the values. Elsewhere (GPU)
-the same result comes from two batched products with an additive mask.
+Self-attention (:func:`attend_one_query`): the work is a matrix-vector product per (window,
+head) and the cost is reading the cached keys and values (memory bound): SDPA's CPU kernel and
+batched ``bmm`` spend several times that on per-matrix overhead, and both read every window up
+to the longest one. On the CPU (float32) two numba kernels read each window's keys only up to
+its own length, contiguously (appending the step's new key/value in the same pass): scores, then
+(after a torch softmax, vectorised) the weighted sum of the values. Elsewhere (GPU) the same
+result comes from two batched products with a mask.
+The cross-attention to the style memories uses the same function (every memory token is a
+key).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -17,70 +22,126 @@ import torch
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True, boundscheck=False)
-def _scores(q: np.ndarray, k: np.ndarray, n_keys: np.ndarray, heads: int, scale: float,
-            out: np.ndarray) -> None:
-    """out[r, j] = scale * q[r] . k[r, j] for j < n_keys[r // heads], -inf after.
-    q (R, dh); k (R, cap, dh); n_keys (W,); out (R, L) with L >= max(n_keys)."""
+def _append_and_score(q: np.ndarray, k: np.ndarray, k_new: np.ndarray, append: bool,
+                      n_keys: np.ndarray, heads: int, scale: float, out: np.ndarray) -> None:
+    """With ``append``, first k[r, n - 1] = k_new[r]; then out[r, j] = scale * q[r] . k[r, j]
+    for j < n, -inf after (n = n_keys[r // heads]). q, k_new (R, dh); k (R, cap, dh);
+    n_keys (W,); out (R, L) with L >= max(n_keys). Four keys per iteration: four independent
+    dot products keep the FMA units busy (one at a time is latency bound)."""
     dh = q.shape[1]
     for r in range(q.shape[0]):
         n = n_keys[r // heads]
         qr, kr, o = q[r], k[r], out[r]
-        for j in range(n):
-            kj = kr[j]
-            acc = np.float32(0.0)
+        if append:
             for c in range(dh):
-                acc += qr[c] * kj[c]
-            o[j] = acc * scale
+                kr[n - 1, c] = k_new[r, c]
+        j = 0
+        while j + 4 <= n:
+            k0, k1, k2, k3 = kr[j], kr[j + 1], kr[j + 2], kr[j + 3]
+            a0 = a1 = a2 = a3 = np.float32(0.0)
+            for c in range(dh):
+                a0 += qr[c] * k0[c]
+                a1 += qr[c] * k1[c]
+                a2 += qr[c] * k2[c]
+                a3 += qr[c] * k3[c]
+            o[j], o[j + 1], o[j + 2], o[j + 3] = a0 * scale, a1 * scale, a2 * scale, a3 * scale
+            j += 4
+        for i in range(j, n):
+            a0 = np.float32(0.0)
+            for c in range(dh):
+                a0 += qr[c] * kr[i, c]
+            o[i] = a0 * scale
         for j in range(n, out.shape[1]):
             o[j] = -np.inf
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True, boundscheck=False)
-def _weighted_values(p: np.ndarray, v: np.ndarray, n_keys: np.ndarray, heads: int,
-                     out: np.ndarray) -> None:
-    """out[r] = sum_{j < n_keys[r // heads]} p[r, j] * v[r, j].
-    p (R, L); v (R, cap, dh); out (R, dh)."""
+def _append_and_weigh(p: np.ndarray, v: np.ndarray, v_new: np.ndarray, append: bool,
+                      n_keys: np.ndarray, heads: int, out: np.ndarray) -> None:
+    """With ``append``, first v[r, n - 1] = v_new[r]; then out[r] = sum_{j < n} p[r, j] v[r, j]
+    (n = n_keys[r // heads]). p (R, L); v (R, cap, dh); v_new, out (R, dh). Even and odd keys
+    go to two accumulators (two independent FMA chains)."""
     dh = out.shape[1]
+    even = np.zeros(dh, np.float32)
+    odd = np.zeros(dh, np.float32)
     for r in range(p.shape[0]):
         n = n_keys[r // heads]
-        pr, vr, o = p[r], v[r], out[r]
-        for c in range(dh):
-            o[c] = 0.0
-        for j in range(n):
-            pj, vj = pr[j], vr[j]
+        pr, vr = p[r], v[r]
+        if append:
             for c in range(dh):
-                o[c] += pj * vj[c]
+                vr[n - 1, c] = v_new[r, c]
+        even[:] = 0.0
+        odd[:] = 0.0
+        for j in range(0, n - 1, 2):
+            p0, p1, v0, v1 = pr[j], pr[j + 1], vr[j], vr[j + 1]
+            for c in range(dh):
+                even[c] += p0 * v0[c]
+                odd[c] += p1 * v1[c]
+        if n % 2:
+            p0, v0 = pr[n - 1], vr[n - 1]
+            for c in range(dh):
+                even[c] += p0 * v0[c]
+        for c in range(dh):
+            out[r, c] = even[c] + odd[c]
+
+
+@dataclass(frozen=True)
+class KeyCounts:
+    """How many keys each window attends to, prepared once per decoder step for every
+    :func:`attend_one_query` of that step (all blocks)."""
+
+    n: torch.Tensor  # (W,) long, >= 1
+    n_max: int
+    heads: int
+    numpy: np.ndarray | None  # ``n`` for the CPU kernels, None on the torch path
+    after: torch.Tensor | None  # torch path: (W * h, 1, n_max) keys past a window's own count
+
+    @classmethod
+    def of(cls, n: torch.Tensor, heads: int, like: torch.Tensor,
+           kernels: bool | None = None) -> KeyCounts:
+        """``kernels`` None: the numba kernels for float32 on the CPU, torch otherwise."""
+        if kernels is None:
+            kernels = like.device.type == "cpu" and like.dtype == torch.float32
+        lo, hi = (int(v) for v in torch.aminmax(n))
+        if kernels:
+            return cls(n, hi, heads, n.numpy(), None)
+        after = None
+        if lo != hi:
+            after = torch.arange(hi, device=n.device) >= n[:, None]  # (W, n_max)
+            after = after.repeat_interleave(heads, 0)[:, None]
+        return cls(n, hi, heads, None, after)
 
 
 def attend_one_query(
     q: torch.Tensor,  # (W, h, dh)
-    k: torch.Tensor,  # (W, h, cap, dh) contiguous (a KV cache or a memory's keys)
+    k: torch.Tensor,  # (W, h, cap, dh) contiguous: a KV cache block or a memory's keys
     v: torch.Tensor,  # (W, h, cap, dh) contiguous
-    n_keys: torch.Tensor | None = None,  # (W,) long in [1, cap]; None: all cap keys
-    use_kernels: bool | None = None,  # None: the numba kernels on the CPU (float32)
+    keys: KeyCounts,  # window w attends to its keys [0, keys.n[w])
+    new: tuple[torch.Tensor, torch.Tensor] | None = None,  # (k, v) each (W, h, dh)
 ) -> torch.Tensor:
-    """Softmax attention (scale ``dh ** -0.5``) of each window's query to its keys
-    ``[0, n_keys[w])``; returns (W, h, dh)."""
+    """Softmax attention (scale ``dh ** -0.5``) of each window's query to its own keys;
+    returns (W, h, dh). With ``new``, the window's newest key and value are first written to
+    its slot ``n - 1`` of ``k``/``v`` (a KV cache step: in the kernels, in the same pass that
+    reads the window, instead of a scattered write that costs as much as the attention)."""
     w, h, dh = q.shape
-    cap = k.shape[2]
-    if use_kernels is None:
-        use_kernels = q.device.type == "cpu" and q.dtype == torch.float32
-    if n_keys is None:
-        n_keys = torch.full((w,), cap, dtype=torch.long, device=q.device)
-        n_max = cap
-    else:
-        n_max = int(n_keys.max())
-    qf = q.reshape(w * h, dh)
-    kf, vf = k.view(w * h, cap, dh), v.view(w * h, cap, dh)
-    if use_kernels:
-        s = q.new_empty(w * h, n_max)
-        n_np = n_keys.numpy()
-        _scores(qf.contiguous().numpy(), kf.numpy(), n_np, h, dh ** -0.5, s.numpy())
-        out = q.new_empty(w * h, dh)
-        _weighted_values(torch.softmax(s, -1).numpy(), vf.numpy(), n_np, h, out.numpy())
+    r = w * h
+    qf, kf, vf = q.reshape(r, dh).contiguous(), k.view(r, -1, dh), v.view(r, -1, dh)
+    if keys.numpy is not None:
+        k_new = v_new = qf  # not read unless appending
+        if new is not None:
+            k_new, v_new = (t.reshape(r, dh).contiguous() for t in new)
+        s = q.new_empty(r, keys.n_max)
+        _append_and_score(qf.numpy(), kf.numpy(), k_new.numpy(), new is not None, keys.numpy, h,
+                          dh ** -0.5, s.numpy())
+        out = q.new_empty(r, dh)
+        _append_and_weigh(torch.softmax(s, -1).numpy(), vf.numpy(), v_new.numpy(),
+                          new is not None, keys.numpy, h, out.numpy())
         return out.view(w, h, dh)
-    s = torch.bmm(qf[:, None], kf[:, :n_max].transpose(1, 2)).mul_(dh ** -0.5)  # (W*h, 1, L)
-    if n_max > int(n_keys.min()):
-        after = torch.arange(n_max, device=q.device) >= n_keys[:, None]  # (W, L)
-        s = s.masked_fill(after.repeat_interleave(h, 0)[:, None], float("-inf"))
-    return torch.bmm(torch.softmax(s, -1), vf[:, :n_max]).view(w, h, dh)
+    if new is not None:  # views of the cache: the writes land in it
+        rows, slot = torch.arange(r, device=q.device), (keys.n - 1).repeat_interleave(h)
+        kf[rows, slot] = new[0].reshape(r, dh)
+        vf[rows, slot] = new[1].reshape(r, dh)
+    s = torch.bmm(qf[:, None], kf[:, :keys.n_max].transpose(1, 2)).mul_(dh ** -0.5)  # (r, 1, L)
+    if keys.after is not None:
+        s = s.masked_fill(keys.after, float("-inf"))
+    return torch.bmm(torch.softmax(s, -1), vf[:, :keys.n_max]).view(w, h, dh)
