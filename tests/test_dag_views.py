@@ -134,3 +134,18 @@ def test_gitignore_tracks_uncached_metrics_and_ignores_cached_outputs():
     wrong = {p: t for p, t in paths.items() if (p in ignored) == t}
     assert not wrong, f"git ignore status wrong for (path: should be tracked): {wrong}"
     assert sum(paths.values()) >= 10 and sum(not t for t in paths.values()) >= 10
+
+
+def test_main_training_is_scheduled_first():
+    """The full-schedule training (the run's critical path) gets the highest priority."""
+    from workflow.dag import StageSpec, scheduling_priority
+
+    def spec(name: str) -> StageSpec:
+        return StageSpec(name, "true", (), (), {})
+
+    short = {"deepwriting", "merged", "merged-no_gate"}
+    assert scheduling_priority(spec("train@dsd"), short) == 20
+    assert scheduling_priority(spec("train@merged"), short) == 0
+    assert scheduling_priority(spec("train_ablation@merged-no_gate"), short) == 0
+    assert scheduling_priority(spec("recognizer@dsd"), short) == 10
+    assert scheduling_priority(spec("generate@dsd"), short) == 0

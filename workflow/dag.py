@@ -148,3 +148,15 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
         if f.exists():
             os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
     return [s.name for s in done]
+
+
+def scheduling_priority(stage: StageSpec, short_schedule: set[str]) -> int:
+    """Snakemake priority of a stage: a training on the full ``train`` schedule (an experiment
+    not in ``short_schedule``) first, then the legibility recognizer, then the rest. On a
+    small machine the main benchmark's training is the run's critical path; started late it
+    would end the run alone on one core."""
+    kind, _, experiment = stage.name.partition("@")
+    if kind in ("train", "train_ablation") and experiment not in short_schedule:
+        return 20
+    return 10 if kind == "recognizer" else 0
+

@@ -5,13 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from cashg.params import load_params
-from workflow.dag import load_stages
+from workflow.dag import load_stages, scheduling_priority
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 
 # A params file whose benchmarks do not fit its datasets fails here, with the key named,
 # before DVC's parser meets the unknown names (every stage checks it again when it runs).
-load_params(Path(workflow.basedir) / "params.yaml")
+_PARAMS = load_params(Path(workflow.basedir) / "params.yaml")
 DVC_STAGES = load_stages(workflow.basedir)
+_SHORT = _PARAMS["train_budget"].listed(_PARAMS["ablation"])
 
 
 def _outputs(stage):
@@ -34,6 +35,7 @@ for _stage in DVC_STAGES:
             _stage.log_path,
         benchmark:
             _stage.benchmark_path
+        priority: scheduling_priority(_stage, _SHORT)
         shell:
             "({params.cmd}) 2>&1 | tee {log}"
 
