@@ -14,7 +14,8 @@ With the cache (default), every step is one call of :meth:`BiSWTDecoder.step` fo
 row continuing its character appends its newest point token to its own cache row (own length,
 own RoPE position); a row that has just ended a character restarts its cache row from its new
 context ``[e~_{s-1}, y_{s-1}]`` (encoded in the same call, for the restarting rows only) and
-appends ``e~_s``. Cross-attention keys/values of the style memories are computed once per call.
+appends ``e~_s``. The style references are encoded once per call and once per distinct set
+(sentences of one writer share them), and so are the cross-attention keys/values.
 Rows that have finished their last character are dropped from the step whenever they make up a
 quarter of it. Without the cache (reference mode, ``use_cache=False``) every step re-runs the
 whole window of every row through :meth:`BiSWTDecoder.forward`; the two modes give the same
@@ -197,9 +198,13 @@ class _Rows:
         b = codepoints.shape[0]
         dev = codepoints.device
         m = opts.max_char_points
-        style = model.style(style_images)
+        # sentences with the same style references (one writer) share one style encoding
+        refs, self.mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
+        style = model.style(refs.view(-1, *style_images.shape[1:]))  # U distinct styles
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
-        self.mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (B, h, M, dh)
+        self.mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
+        if not opts.use_cache:  # the reference mode: one memory row per sentence
+            self.mem_kv = [(k[self.mem_row], v[self.mem_row]) for k, v in self.mem_kv]
         d = self.identity.shape[-1]
         self.seg_prev, self.seg_cur = dec.segment.weight  # (D,) each
         self.rows = torch.arange(b, device=dev)  # (W,)
@@ -234,7 +239,7 @@ class _Rows:
         if self.any_done:  # finished rows idle at slot 0 (their cache row is never read)
             self.cache.length.masked_fill_(~self.live, 0)
         h, _ = self.dec.step(self.x, self.mem_kv, self.m_ctx, self.cache, self.weights,
-                             self.restart)
+                             self.restart, self.mem_row)
         self.restart = None
         return h
 
@@ -326,12 +331,13 @@ class _Rows:
     def _select(self, keep: torch.Tensor) -> None:
         """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
         for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
-                     "cur_p", "prev_p", "prev_len", "first", "csum"):
+                     "cur_p", "prev_p", "prev_len", "first", "csum", "mem_row"):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = torch.arange(len(keep), device=keep.device)
-        self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
-        if self.cache is not None:
+        if self.cache is not None:  # memory rows stay shared
             self.cache = self.cache.select(keep)
+        else:
+            self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
 
 
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleResult:

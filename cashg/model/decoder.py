@@ -194,6 +194,7 @@ class _StepPlan:
     rot: tuple[torch.Tensor, torch.Tensor]  # step tokens' RoPE (cos, sin), (W, 1, 1, dh) each
     keys: KeyCounts  # slot + 1: window w attends to its slots [0, slot]
     restart: Restart | None  # windows with context tokens (P > 0) to encode first
+    restart_all: bool  # restart.rows is 0..W-1
     ctx_rot: tuple[torch.Tensor, torch.Tensor] | None  # context RoPE, (P, dh) each
     mem_keys: dict[int, KeyCounts]  # by memory length M: every memory token is a key
     ctx_mem_kv: list | None  # per block cross-attention (k, v) (R, h, M, dh) of those windows
@@ -226,8 +227,12 @@ def _block_step(
         c_qk = rotate_full(c[:2], *plan.ctx_rot)  # (2, R, h, P, dh)
         # before the step tokens: a restart's step token goes to slot length <= P - 1 and
         # overwrites the padding there
-        ck[:, :, :p].index_copy_(0, rows, c_qk[1])
-        cv[:, :, :p].index_copy_(0, rows, c[2])
+        if plan.restart_all:  # rows = 0..W-1: a plain copy
+            ck[:, :, :p] = c_qk[1]
+            cv[:, :, :p] = c[2]
+        else:
+            ck[:, :, :p].index_copy_(0, rows, c_qk[1])
+            cv[:, :, :p].index_copy_(0, rows, c[2])
         if not last:
             y_ctx = F.scaled_dot_product_attention(c_qk[0], c_qk[1], c[2], is_causal=True)
             y_ctx = y_ctx.transpose(1, 2).reshape(r * p, d)  # padding rows never read
@@ -376,16 +381,19 @@ class BiSWTDecoder(nn.Module):
     def step(
         self,
         x: torch.Tensor,  # (W, D) the newest token of every window
-        mem_kv: list,  # per block (k, v), each (W, h, M, dh) contiguous, from memory_kv
+        mem_kv: list,  # per block (k, v), each (U, h, M, dh) contiguous, from memory_kv
         m_ctx: torch.Tensor | None,  # (W, D) context memory of each window's character
         cache: KVCache,
         weights: StepWeights,  # from step_weights()
         restart: Restart | None = None,
+        mem_rows: torch.Tensor | None = None,  # (W,) long: the mem_kv row of each window
     ):
         """Append one token to every cached window, each at its own slot ``cache.length``;
-        the windows of ``restart`` first restart from their context tokens. Inference only (no
-        dropout); equal to :meth:`forward` over the whole windows up to float rounding, at a
-        fraction of its cost. Returns (h (W, D), gate (W, D) or None) of the new tokens."""
+        the windows of ``restart`` first restart from their context tokens. ``mem_rows``:
+        windows share memory rows (e.g. sentences of one writer; None: window w reads row w).
+        Inference only (no dropout); equal to :meth:`forward` over the whole windows up to
+        float rounding, at a fraction of its cost. Returns (h (W, D), gate (W, D) or None) of
+        the new tokens."""
         if restart is not None:
             cache.length[restart.rows] = restart.length
             if restart.tokens.shape[1] == 0:
@@ -396,15 +404,18 @@ class BiSWTDecoder(nn.Module):
             raise ValueError("KV cache capacity exceeded")
         plan = _StepPlan(
             slot=slot, rot=(cache.cos[slot][:, None, None], cache.sin[slot][:, None, None]),
-            keys=keys, restart=restart, ctx_rot=None,
-            mem_keys={m: KeyCounts.of(slot.new_full(slot.shape, m), self.heads, x)
+            keys=keys, restart=restart, ctx_rot=None, restart_all=False,
+            mem_keys={m: KeyCounts.of(slot.new_full(slot.shape, m), self.heads, x, mem_rows)
                       for m in {k.shape[2] for k, _ in mem_kv}},
             ctx_mem_kv=None)
         ctx_mem_kv = [None] * len(mem_kv)
         if restart is not None:
             p = restart.tokens.shape[1]
             plan.ctx_rot = (cache.cos[:p], cache.sin[:p])
-            ctx_mem_kv = [(k[restart.rows], v[restart.rows]) for k, v in mem_kv]
+            plan.restart_all = len(restart.rows) == len(slot) and bool(
+                (restart.rows == torch.arange(len(slot), device=slot.device)).all())
+            ctx_rows = restart.rows if mem_rows is None else mem_rows[restart.rows]
+            ctx_mem_kv = [(k[ctx_rows], v[ctx_rows]) for k, v in mem_kv]
             x = torch.cat([x, restart.tokens.reshape(-1, x.shape[-1])])  # (W + R * P, D)
         last = len(weights.blocks) - 1
         for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, mem_kv)):
