@@ -202,6 +202,7 @@ def test_decoder_step_matches_full_window(gated):
     with torch.inference_mode():
         cache = dec.new_cache(w, 12, ctx)
         wts = dec.step_weights()
+        step_mem = dec.step_memory(mem)
         for step in range(6):
             x = torch.randn(w, d)
             r = restarts.get(step)
@@ -210,14 +211,14 @@ def test_decoder_step_matches_full_window(gated):
                     windows[row] = list(r.tokens[j, :r.length[j]])
             for i in range(w):
                 windows[i].append(x[i])
-            h, _ = dec.step(x, mem, ctx, cache, wts, r)
+            h, _ = dec.step(x, step_mem, ctx, cache, wts, r)
             assert cache.length.tolist() == [len(win) for win in windows]
             for i in range(w):
                 torch.testing.assert_close(h[i], full_window_output(i), atol=1e-5, rtol=0)
         assert len(set(cache.length.tolist())) == 3  # three different window lengths
         cache.length[0] = cache.capacity
         with pytest.raises(ValueError, match="capacity"):
-            dec.step(x, mem, ctx, cache, wts)
+            dec.step(x, step_mem, ctx, cache, wts)
 
 
 @pytest.mark.parametrize("kernels", [True, False])

@@ -25,8 +25,8 @@ import torch
 def _append_and_score(q: np.ndarray, k: np.ndarray, k_new: np.ndarray, append: bool,
                       n_keys: np.ndarray, source: np.ndarray, heads: int, scale: float,
                       out: np.ndarray) -> None:
-    """Query r = (window w, head) reads key row kr = k[source[w] * heads + head] (a window's
-    own cache row, or a memory shared by windows). With ``append``, first kr[n - 1] =
+    """Query r = (window w, head) reads key row kr = k[u * heads + head], u = source[w] (a
+    memory shared by windows) or u = w when ``source`` is empty (the window's own cache row). With ``append``, first kr[n - 1] =
     k_new[r]; then out[r, j] = scale * q[r] . kr[j] for j < n, -inf after (n = n_keys[w]).
     q, k_new (W * h, dh); k (U * h, cap, dh); n_keys, source (W,); out (W * h, L) with
     L >= max(n_keys). Four keys per iteration: four independent dot products keep the FMA
@@ -35,7 +35,8 @@ def _append_and_score(q: np.ndarray, k: np.ndarray, k_new: np.ndarray, append: b
     for r in range(q.shape[0]):
         w = r // heads
         n = n_keys[w]
-        qr, kr, o = q[r], k[source[w] * heads + r % heads], out[r]
+        u = w if source.shape[0] == 0 else source[w]
+        qr, kr, o = q[r], k[u * heads + r % heads], out[r]
         if append:
             for c in range(dh):
                 kr[n - 1, c] = k_new[r, c]
@@ -72,7 +73,8 @@ def _append_and_weigh(p: np.ndarray, v: np.ndarray, v_new: np.ndarray, append: b
     for r in range(p.shape[0]):
         w = r // heads
         n = n_keys[w]
-        pr, vr = p[r], v[source[w] * heads + r % heads]
+        u = w if source.shape[0] == 0 else source[w]
+        pr, vr = p[r], v[u * heads + r % heads]
         if append:
             for c in range(dh):
                 vr[n - 1, c] = v_new[r, c]
@@ -91,6 +93,9 @@ def _append_and_weigh(p: np.ndarray, v: np.ndarray, v_new: np.ndarray, append: b
             out[r, c] = even[c] + odd[c]
 
 
+_OWN_ROWS = np.zeros(0, np.int64)  # kernels' ``source`` for "window w reads row w"
+
+
 @dataclass(frozen=True)
 class KeyCounts:
     """Which keys each window attends to, prepared once per decoder step for every
@@ -106,16 +111,18 @@ class KeyCounts:
 
     @classmethod
     def of(cls, n: torch.Tensor, heads: int, like: torch.Tensor,
-           source: torch.Tensor | None = None, kernels: bool | None = None) -> KeyCounts:
-        """``kernels`` None: the numba kernels for float32 on the CPU, torch otherwise."""
+           source: torch.Tensor | None = None, kernels: bool | None = None,
+           n_max: int | None = None) -> KeyCounts:
+        """``kernels`` None: the numba kernels for float32 on the CPU, torch otherwise;
+        ``n_max``: ``max(n)`` when the caller knows it (saves a device sync)."""
         if kernels is None:
             kernels = like.device.type == "cpu" and like.dtype == torch.float32
-        lo, hi = (int(v) for v in torch.aminmax(n))
+        hi = int(n.max()) if n_max is None else n_max
         if kernels:
-            rows = torch.arange(len(n)) if source is None else source
-            return cls(n, hi, heads, source, (n.numpy(), rows.numpy()), None)
+            rows = _OWN_ROWS if source is None else source.numpy()
+            return cls(n, hi, heads, source, (n.numpy(), rows), None)
         after = None
-        if lo != hi:
+        if int(n.min()) != hi:
             after = torch.arange(hi, device=n.device) >= n[:, None]  # (W, n_max)
             after = after.repeat_interleave(heads, 0)[:, None]
         return cls(n, hi, heads, source, None, after)
