@@ -14,7 +14,8 @@ With the cache (default), every step is one call of :meth:`BiSWTDecoder.step` fo
 row continuing its character appends its newest point token to its own cache row (own length,
 own RoPE position); a row that has just ended a character restarts its cache row from its new
 context ``[e~_{s-1}, y_{s-1}]`` (encoded in the same call, for the restarting rows only) and
-appends ``e~_s``. Cross-attention keys/values of the style memories are computed once per call.
+appends ``e~_s``. The style references are encoded once per call and once per distinct set
+(sentences of one writer share them), and so are the cross-attention keys/values.
 Rows that have finished their last character are dropped from the step whenever they make up a
 quarter of it. Without the cache (reference mode, ``use_cache=False``) every step re-runs the
 whole window of every row through :meth:`BiSWTDecoder.forward`; the two modes give the same
@@ -197,9 +198,15 @@ class _Rows:
         b = codepoints.shape[0]
         dev = codepoints.device
         m = opts.max_char_points
-        style = model.style(style_images)
+        # sentences with the same style references (one writer) share one style encoding
+        refs, mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
+        style = model.style(refs.view(-1, *style_images.shape[1:]))  # U distinct styles
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
-        self.mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (B, h, M, dh)
+        mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
+        if opts.use_cache:
+            self.memory = dec.step_memory(mem_kv, mem_row)
+        else:  # the reference mode: one memory row per sentence
+            self.mem_kv = [(k[mem_row], v[mem_row]) for k, v in mem_kv]
         d = self.identity.shape[-1]
         self.seg_prev, self.seg_cur = dec.segment.weight  # (D,) each
         self.rows = torch.arange(b, device=dev)  # (W,)
@@ -216,10 +223,8 @@ class _Rows:
         self.cur_p = self.identity.new_zeros(b, m, d)  # (W, m, D) point tokens of s
         self.prev_p = torch.zeros_like(self.cur_p)  # (W, m, D) point tokens of s - 1
         self.prev_len = torch.zeros_like(self.t)  # (W,) points of s - 1
-        self.first = self.identity.new_zeros(b, 2)  # (W, 2) first offset of character s
-        # (W, 2) running sum of character s's offsets, in float64 as the CPU cumsum of
-        # char_positions accumulates: positions equal to teacher forcing's bit for bit
-        self.csum = torch.zeros(b, 2, dtype=torch.float64, device=dev)
+        # (W, 2) pen position relative to character s's first point (char_positions)
+        self.pos = self.identity.new_zeros(b, 2)
         self.restart: Restart | None = None  # restarting rows of the next cached step
         self.cache = self.weights = None
         if opts.use_cache:  # the longest window is 1 + m + 1 + (m - 1) tokens
@@ -233,7 +238,7 @@ class _Rows:
             return self._hidden_uncached()
         if self.any_done:  # finished rows idle at slot 0 (their cache row is never read)
             self.cache.length.masked_fill_(~self.live, 0)
-        h, _ = self.dec.step(self.x, self.mem_kv, self.m_ctx, self.cache, self.weights,
+        h, _ = self.dec.step(self.x, self.memory, self.m_ctx, self.cache, self.weights,
                              self.restart)
         self.restart = None
         return h
@@ -266,12 +271,8 @@ class _Rows:
         still writing."""
         t = self.t
         pos = None
-        if self.dec.point_pos is not None:  # char_positions: running sum after the first offset
-            start = (t == 0)[:, None]
-            self.first = torch.where(start, delta, self.first)
-            d64 = delta.to(torch.float64)
-            self.csum = torch.where(start, d64, self.csum + d64)
-            pos = self.csum.to(delta.dtype) - self.first
+        if self.dec.point_pos is not None:  # char_positions: sum of the offsets after the first
+            pos = self.pos = torch.where((t == 0)[:, None], 0.0, self.pos + delta)
         p = self.dec.embed_points(delta, pen, pos)  # (W, D)
         self.cur_p[self.rows, t] = p
         self.x = p + self.seg_cur
@@ -326,12 +327,14 @@ class _Rows:
     def _select(self, keep: torch.Tensor) -> None:
         """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
         for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
-                     "cur_p", "prev_p", "prev_len", "first", "csum"):
+                     "cur_p", "prev_p", "prev_len", "pos"):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = torch.arange(len(keep), device=keep.device)
-        self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
-        if self.cache is not None:
+        if self.cache is not None:  # memory rows stay shared
             self.cache = self.cache.select(keep)
+            self.memory = self.memory.select(keep)
+        else:
+            self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
 
 
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleResult:
@@ -342,8 +345,7 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     no_end = rows.x.new_tensor(NO_END)  # (4,)
     m = opts.max_char_points
-    truncated = torch.zeros((), dtype=torch.long, device=codepoints.device)
-    records = []  # per step: (ids, char, deltas, pen, live), each over the W rows
+    records = []  # per step: (ids, char, deltas, pen, forced, live), each over the W rows
     going = bool(rows.live.any())
     while going:
         raw = head_proj(rows.hidden())  # (W, 4 + 6K)
@@ -356,20 +358,21 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
             pen_bias = torch.where((rows.t + 1 < opts.min_char_points)[:, None], no_end, 0.0)
         delta, pen = choose_points(raw, model.head, opts, noise, pen_bias)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
-        truncated += (forced & rows.live).sum()
         pen = torch.where(forced, EOC, pen)
-        records.append((rows.ids, rows.char, delta, pen, rows.live))
+        records.append((rows.ids, rows.char, delta, pen, forced, rows.live))
         going = rows.advance(delta, pen)
-    return _collect(records, b, int(truncated))
+    return _collect(records, b)
 
 
-def _collect(records: list, b: int, truncated: int) -> SampleResult:
-    """Each sentence's points in step order, from the per-step records."""
+def _collect(records: list, b: int) -> SampleResult:
+    """Each sentence's points in step order, and the truncated characters, from the per-step
+    records (rows that had finished are dropped)."""
     if not records:
         return SampleResult([np.zeros((0, 2), np.float32)] * b, [np.zeros(0, np.int64)] * b,
-                            [np.zeros(0, np.int32)] * b, truncated, 0)
-    ids, char, deltas, pen, live = (torch.cat(x).cpu().numpy() for x in zip(*records))
+                            [np.zeros(0, np.int32)] * b, 0, 0)
+    ids, char, deltas, pen, forced, live = (torch.cat(x).cpu().numpy() for x in zip(*records))
     ids, char, deltas, pen = ids[live], char[live], deltas[live], pen[live]
+    truncated = int(forced[live].sum())
     order = np.argsort(ids, kind="stable")  # per sentence, steps stay in order
     cuts = np.cumsum(np.bincount(ids, minlength=b))[:-1]
     return SampleResult(np.split(deltas[order], cuts), np.split(pen[order], cuts),

@@ -12,9 +12,10 @@ outputs (pen states and character indices equal, points within 1e-5) and prints 
   original setting of this benchmark; the random model's head is biased towards continuing).
 
 Then batched throughput (points per second, cached only; default batch 64 on the CPU,
-1 16 64 256 on CUDA), per setting: the 35-character sentence in every row, and ``mixed``:
-sentences of 12 to 58 characters (every row advances on its own; the batch ends with its
-longest row).
+1 16 64 256 on CUDA), per setting and ``--variants``: ``same``: the 35-character sentence in
+every row; ``mixed``: sentences of 12 to 58 characters (every row advances on its own; the batch
+ends with its longest row); ``writers``: the mixed sentences by 8 writers (rows of a writer share
+its references, as in a test split); otherwise every row has its own random references.
 
     python scripts/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
         [--throughput-batches 64] [--threads 1]
@@ -121,7 +122,8 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=["demo"], choices=["demo", "mid"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    ap.add_argument("--batches", nargs="*", type=int, default=[1, 8],
+                    help="batch sizes of the cached-vs-uncached check (none: skip)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--fixed-points", nargs="*", type=int, default=None,
                     help="points per character of the fixed settings (default: data median, 50)")
@@ -130,6 +132,8 @@ def main() -> None:
     ap.add_argument("--throughput-batches", nargs="*", type=int, default=None,
                     help="batch sizes of the throughput figures (default: 64 on the CPU, "
                          "1 16 64 256 on CUDA; none: skip)")
+    ap.add_argument("--variants", nargs="+", default=["same", "mixed", "writers"],
+                    choices=["same", "mixed", "writers"], help="throughput batches (see above)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     assert len(TEXT) == 35
@@ -154,16 +158,18 @@ def main() -> None:
         if batches is None:
             batches = [1, 16, 64, 256] if args.device.startswith("cuda") else [64]
         for bsz in batches:
-            for texts_label, texts in (("same text", [TEXT] * bsz), ("mixed", mixed_texts(bsz))):
+            for variant in args.variants:
+                texts = [TEXT] * bsz if variant == "same" else mixed_texts(bsz)
                 cps, mask = encode_texts(texts, args.device)
-                imgs = torch.rand(bsz, 15, 64, 64, generator=torch.Generator().manual_seed(0))
-                imgs = imgs.to(args.device)
+                refs = bsz if variant != "writers" else min(8, bsz)
+                imgs = torch.rand(refs, 15, 64, 64, generator=torch.Generator().manual_seed(0))
+                imgs = imgs[torch.arange(bsz) % refs].to(args.device)
                 for label, kw in settings:
                     opts = SamplingOptions(seed=1, greedy=args.greedy, **kw)
                     wall, cpu, res = _time(partial(sample, model, cps, mask, imgs, opts),
                                            args.repeats, args.device)
                     pts = sum(len(x) for x in res.deltas)
-                    print(f"[{size}] throughput {args.device} {label:22s} {texts_label:9s} "
+                    print(f"[{size}] throughput {args.device} {label:22s} {variant:7s} "
                           f"batch={bsz}: {pts / wall:,.0f} points/s wall, {pts / cpu:,.0f} "
                           f"points/s cpu ({wall:.3f}s wall, {cpu:.3f}s cpu, {pts} pts)",
                           flush=True)

@@ -63,6 +63,28 @@ def test_cached_and_uncached_give_identical_points(model, greedy):
     assert max(len(x) for x in a.deltas) > 2 * len(TEXTS[0])  # several points per character
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+def test_sentences_of_one_writer_share_the_style_encoding(model, greedy):
+    """Rows with the same references are encoded once (the style encoder sees the distinct
+    reference sets only) and read the same memory rows; cached == uncached still."""
+    texts = ["hello there", "hi", "a b", "abc"]
+    cps, mask = encode_texts(texts)
+    refs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    imgs = refs[torch.tensor([0, 1, 0, 0])]  # writers A, B, A, A
+    seen = []
+    hook = model.style.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[0]))
+    try:
+        a, b = (sample(model, cps, mask, imgs, SamplingOptions(
+            greedy=greedy, seed=3, max_char_points=9, use_cache=c)) for c in (True, False))
+    finally:
+        hook.remove()
+    assert seen == [2, 2]
+    for i in range(len(texts)):
+        np.testing.assert_array_equal(a.pen[i], b.pen[i])
+        np.testing.assert_array_equal(a.char_index[i], b.char_index[i])
+        np.testing.assert_allclose(a.deltas[i], b.deltas[i], atol=1e-5, rtol=0)
+
+
 def test_seeded_and_stopping_rules(model):
     a, b, c = _run(model, True, False, 7), _run(model, True, False, 7), _run(model, True, False, 8)
     for i in range(len(TEXTS)):
@@ -180,6 +202,7 @@ def test_decoder_step_matches_full_window(gated):
     with torch.inference_mode():
         cache = dec.new_cache(w, 12, ctx)
         wts = dec.step_weights()
+        step_mem = dec.step_memory(mem)
         for step in range(6):
             x = torch.randn(w, d)
             r = restarts.get(step)
@@ -188,21 +211,21 @@ def test_decoder_step_matches_full_window(gated):
                     windows[row] = list(r.tokens[j, :r.length[j]])
             for i in range(w):
                 windows[i].append(x[i])
-            h, _ = dec.step(x, mem, ctx, cache, wts, r)
+            h, _ = dec.step(x, step_mem, ctx, cache, wts, r)
             assert cache.length.tolist() == [len(win) for win in windows]
             for i in range(w):
                 torch.testing.assert_close(h[i], full_window_output(i), atol=1e-5, rtol=0)
         assert len(set(cache.length.tolist())) == 3  # three different window lengths
         cache.length[0] = cache.capacity
         with pytest.raises(ValueError, match="capacity"):
-            dec.step(x, mem, ctx, cache, wts)
+            dec.step(x, step_mem, ctx, cache, wts)
 
 
 @pytest.mark.parametrize("kernels", [True, False])
 def test_one_query_attention_matches_sdpa(kernels):
     """The numba kernels (CPU) and the torch path: each window attends to its own first
-    n[w] keys, after appending its new key/value at slot n[w] - 1; the same with all keys
-    (n = cap, no append) for a memory."""
+    n[w] keys, after appending its new key/value at slot n[w] - 1; to all keys of a memory
+    row shared by several windows (source)."""
     torch.manual_seed(0)
     w, h, cap, dh = 5, 3, 9, 8
     q, k_new, v_new = torch.randn(w, h, dh), torch.randn(w, h, dh), torch.randn(w, h, dh)
@@ -211,16 +234,22 @@ def test_one_query_attention_matches_sdpa(kernels):
     k_ref, v_ref = k.clone(), v.clone()
     k_ref[torch.arange(w), :, n - 1] = k_new
     v_ref[torch.arange(w), :, n - 1] = v_new
-    out = attend_one_query(q, k, v, KeyCounts.of(n, h, q, kernels), new=(k_new, v_new))
+    out = attend_one_query(q, k, v, KeyCounts.of(n, h, q, kernels=kernels), new=(k_new, v_new))
     torch.testing.assert_close(k, k_ref, rtol=0, atol=0)  # appended in place, nothing else
     torch.testing.assert_close(v, v_ref, rtol=0, atol=0)
     for i in range(w):
         ref = torch.nn.functional.scaled_dot_product_attention(
             q[i, :, None], k_ref[i, :, :n[i]], v_ref[i, :, :n[i]])[:, 0]
         torch.testing.assert_close(out[i], ref, atol=1e-6, rtol=0)
-    full = attend_one_query(q, k, v, KeyCounts.of(torch.full((w,), cap), h, q, kernels))
-    ref = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v)[:, :, 0]
+    source = torch.tensor([2, 0, 2, 1, 0])  # memory row of each window
+    full = attend_one_query(q, k[:3], v[:3], KeyCounts.of(torch.full((w,), cap), h, q, source,
+                                                          kernels=kernels))
+    ref = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k[source],
+                                                           v[source])[:, :, 0]
     torch.testing.assert_close(full, ref, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="own key row"):
+        attend_one_query(q, k, v, KeyCounts.of(n, h, q, source, kernels=kernels),
+                         new=(k_new, v_new))
 
 
 def _never_ending(seed: int = 0) -> CASHG:

@@ -85,6 +85,27 @@ class Restart:
     length: torch.Tensor  # (R,) long
 
 
+@dataclass
+class StepMemory:
+    """The style memories as :meth:`BiSWTDecoder.step` reads them, prepared once per sampling
+    call (:meth:`BiSWTDecoder.step_memory`) and again when windows are dropped (:meth:`select`).
+
+    kv: per block cross-attention (k, v), each (U, h, M, dh) contiguous, U distinct memories;
+    rows: (W,) long, the memory row of each window (windows share rows, e.g. the sentences of
+    one writer); keys: per memory length, the :class:`KeyCounts` of "every memory token"."""
+
+    kv: list
+    rows: torch.Tensor
+    keys: dict[int, KeyCounts]
+
+    def select(self, windows: torch.Tensor) -> StepMemory:
+        """The memory of windows ``windows`` (W',) only; the memory rows stay shared."""
+        rows = self.rows[windows]
+        keys = {m: KeyCounts.of(torch.full_like(rows, m), kc.heads, self.kv[0][0], rows,
+                                n_max=m) for m, kc in self.keys.items()}
+        return StepMemory(self.kv, rows, keys)
+
+
 class SelfAttention(nn.Module):
     """Causal multi-head self-attention with RoPE and key-padding masks."""
 
@@ -246,16 +267,16 @@ class _StepPlan:
     rot: tuple[torch.Tensor, torch.Tensor]  # step tokens' RoPE (cos, sin), (W, 1, 1, dh) each
     keys: KeyCounts  # slot + 1: window w attends to its slots [0, slot]
     restart: Restart | None  # windows with context tokens (P > 0) to encode first
+    restart_all: bool  # restart.rows is 0..W-1
     ctx_rot: tuple[torch.Tensor, torch.Tensor] | None  # context RoPE, (P, dh) each
     mem_keys: dict[int, KeyCounts]  # by memory length M: every memory token is a key
-    ctx_mem_kv: list | None  # per block cross-attention (k, v) (R, h, M, dh) of those windows
 
 
 def _block_step(
     wts: BlockWeights,
     x: torch.Tensor,  # (W + R * P, D) the step tokens, then the context tokens of restarts
     plan: _StepPlan,
-    mem_kv: tuple[torch.Tensor, torch.Tensor],  # (W, h, M, dh) each
+    mem_kv: tuple[torch.Tensor, torch.Tensor],  # (U, h, M, dh) each, rows as in plan.mem_keys
     ctx_mem_kv: tuple[torch.Tensor, torch.Tensor] | None,  # (R, h, M, dh) each
     ck: torch.Tensor,  # (W, h, cap, dh) cached keys of this block, written in place
     cv: torch.Tensor,  # (W, h, cap, dh) cached values
@@ -278,8 +299,12 @@ def _block_step(
         c_qk = rotate_full(c[:2], *plan.ctx_rot)  # (2, R, h, P, dh)
         # before the step tokens: a restart's step token goes to slot length <= P - 1 and
         # overwrites the padding there
-        ck[:, :, :p].index_copy_(0, rows, c_qk[1])
-        cv[:, :, :p].index_copy_(0, rows, c[2])
+        if plan.restart_all:  # rows = 0..W-1: a plain copy
+            ck[:, :, :p] = c_qk[1]
+            cv[:, :, :p] = c[2]
+        else:
+            ck[:, :, :p].index_copy_(0, rows, c_qk[1])
+            cv[:, :, :p].index_copy_(0, rows, c[2])
         if not last:
             y_ctx = F.scaled_dot_product_attention(c_qk[0], c_qk[1], c[2], is_causal=True)
             y_ctx = y_ctx.transpose(1, 2).reshape(r * p, d)  # padding rows never read
@@ -446,10 +471,20 @@ class BiSWTDecoder(nn.Module):
         )
         return StepWeights(blocks, ln(self.ln_out), self.blocks[0].ffn[1].approximate)
 
+    def step_memory(self, mem_kv: list, rows: torch.Tensor | None = None) -> StepMemory:
+        """:class:`StepMemory` from :meth:`memory_kv` (U distinct memories) and the memory
+        row of each window (W,) (None: window w reads row w)."""
+        mem_kv = [(k.contiguous(), v.contiguous()) for k, v in mem_kv]
+        if rows is None:
+            rows = torch.arange(mem_kv[0][0].shape[0], device=mem_kv[0][0].device)
+        keys = {m: KeyCounts.of(torch.full_like(rows, m), self.heads, mem_kv[0][0], rows,
+                                n_max=m) for m in {k.shape[2] for k, _ in mem_kv}}
+        return StepMemory(mem_kv, rows, keys)
+
     def step(
         self,
         x: torch.Tensor,  # (W, D) the newest token of every window
-        mem_kv: list,  # per block (k, v), each (W, h, M, dh) contiguous, from memory_kv
+        memory: StepMemory,  # from step_memory()
         m_ctx: torch.Tensor | None,  # (W, D) context memory of each window's character
         cache: KVCache,
         weights: StepWeights,  # from step_weights()
@@ -464,23 +499,24 @@ class BiSWTDecoder(nn.Module):
             if restart.tokens.shape[1] == 0:
                 restart = None  # emptied windows, nothing to encode
         slot = cache.length  # (W,)
-        keys = KeyCounts.of(slot + 1, self.heads, x)
+        keys = KeyCounts.of(slot + 1, self.heads, x)  # reads max(slot): one sync per step
         if keys.n_max > cache.capacity:
             raise ValueError("KV cache capacity exceeded")
         plan = _StepPlan(
             slot=slot, rot=(cache.cos[slot][:, None, None], cache.sin[slot][:, None, None]),
-            keys=keys, restart=restart, ctx_rot=None,
-            mem_keys={m: KeyCounts.of(slot.new_full(slot.shape, m), self.heads, x)
-                      for m in {k.shape[2] for k, _ in mem_kv}},
-            ctx_mem_kv=None)
-        ctx_mem_kv = [None] * len(mem_kv)
+            keys=keys, restart=restart, ctx_rot=None, restart_all=False,
+            mem_keys=memory.keys)
+        ctx_mem_kv = [None] * len(memory.kv)
         if restart is not None:
             p = restart.tokens.shape[1]
             plan.ctx_rot = (cache.cos[:p], cache.sin[:p])
-            ctx_mem_kv = [(k[restart.rows], v[restart.rows]) for k, v in mem_kv]
+            plan.restart_all = len(restart.rows) == len(slot) and bool(
+                (restart.rows == torch.arange(len(slot), device=slot.device)).all())
+            ctx_rows = memory.rows[restart.rows]
+            ctx_mem_kv = [(k[ctx_rows], v[ctx_rows]) for k, v in memory.kv]
             x = torch.cat([x, restart.tokens.reshape(-1, x.shape[-1])])  # (W + R * P, D)
         last = len(weights.blocks) - 1
-        for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, mem_kv)):
+        for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, memory.kv)):
             x = _block_step(wts, x, plan, kv, ctx_mem_kv[i], ck, cv, self.heads, weights.gelu,
                             i == last)
         cache.length = slot + 1
