@@ -55,9 +55,28 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
-    # ablation switches (Sec. 4.4): off = no predecessor in the window / h = h_sty
+    # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
+    # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
+    # over the same window tokens (causal RoPE self-attention, cross-attention to the context
+    # memory, feed-forward) whose output Eq. 1's gate blends with h_sty. The authors' code uses
+    # one such block (handwriting_generator.py, context_layers=1). 0 = Eq. 1 blends the raw
+    # context vector m_ctx_{s(t)} (no branch; this project's reading before the branch).
+    context_layers: int = 1
+    # what the branch's cross-attention reads: "character" = the window's current character's
+    # context vector m_ctx_s (one key; the authors' code, full_model.py: one context token per
+    # window), "sentence" = the whole sentence's context memory M_ctx (padding masked)
+    context_memory: Literal["character", "sentence"] = "character"
+    # ablation switches (Sec. 4.4): off = no predecessor in the window / h = h_sty (no
+    # context branch, no gate, no context memory)
     bi_swt: bool = True
     gated_fusion: bool = True
+
+    def __post_init__(self) -> None:
+        if self.context_memory not in ("character", "sentence"):  # params files: params.py
+            raise ValueError(f"model.context_memory must be 'character' or 'sentence', got "
+                             f"{self.context_memory!r}")
+        if self.context_layers < 0:
+            raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
 
 
 @dataclass(frozen=True)

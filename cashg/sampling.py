@@ -202,9 +202,11 @@ class _Rows:
         refs, mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
         style = model.style(refs.view(-1, *style_images.shape[1:]))  # U distinct styles
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
+        self.char_mask = char_mask
         mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
         if opts.use_cache:
-            self.memory = dec.step_memory(mem_kv, mem_row)
+            self.memory = dec.step_memory(
+                mem_kv, mem_row, (self.ctx, char_mask, torch.arange(b, device=dev)))
         else:  # the reference mode: one memory row per sentence
             self.mem_kv = [(k[mem_row], v[mem_row]) for k, v in mem_kv]
         d = self.identity.shape[-1]
@@ -261,8 +263,9 @@ class _Rows:
         idx = torch.where(j < n_prev[:, None], j, 1 + tp + (j - n_prev[:, None]))
         idx = torch.where(j < length[:, None], idx, bank.shape[1] - 1)  # (W, L)
         tokens = torch.gather(bank, 1, idx[..., None].expand(-1, -1, d))  # (W, L, D)
+        context = self.dec.window_context(self.ctx, self.char_mask, self.ids, self.char)
         h, _ = self.dec(tokens, j.expand(w, -1), j < length[:, None], self.mem_kv,
-                        self.m_ctx[:, None].expand(-1, j.shape[1], -1))
+                        self.m_ctx[:, None].expand(-1, j.shape[1], -1), context)
         return h[self.rows, n_prev + self.t]  # (W, D)
 
     def advance(self, delta: torch.Tensor, pen: torch.Tensor) -> bool:

@@ -58,7 +58,8 @@ def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bo
 @pytest.mark.parametrize("vdl", [True, False])
 @pytest.mark.parametrize("stream", ["char", "bigram", "sentence"])
 @pytest.mark.parametrize("options", [{}, {"point_position": True, "identity_every_token": True},
-                                     {"bi_swt": False, "gated_fusion": False}])
+                                     {"bi_swt": False, "gated_fusion": False},
+                                     {"context_memory": "sentence", "context_layers": 2}])
 def test_fast_step_equals_reference(stream, options, vdl):
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -92,14 +92,15 @@ def test_decoder_causal_and_padding_invariant(model):
     valid = torch.ones(2, 7, dtype=torch.bool)
     mem = dec.memory_kv(torch.randn(2, 5, TINY.d_model), torch.randn(2, 5, TINY.d_model))
     ctx = torch.randn(2, 7, TINY.d_model)
-    h, _ = dec(x, pos, valid, mem, ctx)
+    branch = dec.context_kv(torch.randn(2, 1, TINY.d_model))  # the context branch's memory
+    h, _ = dec(x, pos, valid, mem, ctx, branch)
     x2 = x.clone()
     x2[:, 4:] = torch.randn(2, 3, TINY.d_model)
-    h2, _ = dec(x2, pos, valid, mem, ctx)
+    h2, _ = dec(x2, pos, valid, mem, ctx, branch)
     torch.testing.assert_close(h2[:, :4], h[:, :4])
     valid2 = valid.clone()
     valid2[:, 5:] = False  # padding on the right never changes the valid outputs
-    h3, _ = dec(x2, pos, valid2, mem, ctx)
+    h3, _ = dec(x2, pos, valid2, mem, ctx, branch)
     torch.testing.assert_close(h3[:, :5], h2[:, :5])
 
 

@@ -107,7 +107,7 @@ def test_generate_sentences_returns_valid_ink(model):
     for s in sents:
         s.validate()
         assert s.writer_id == "w1"
-    np.testing.assert_allclose(res.absolute(0), np.cumsum(res.deltas[0], 0), atol=1e-5)
+    np.testing.assert_allclose(res.absolute(0), np.cumsum(res.deltas[0], 0), rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("bi_swt,gated", [(False, False), (False, True), (True, False)])
@@ -177,17 +177,22 @@ def test_gumbel_draws_follow_the_mixture_weights(model):
     assert int(pen.max()) <= 1
 
 
-@pytest.mark.parametrize("gated", [True, False])
-def test_decoder_step_matches_full_window(gated):
+@pytest.mark.parametrize("changes", [
+    {"gated_fusion": False}, {"context_layers": 0}, {"context_memory": "character"},
+    {"context_memory": "sentence", "context_layers": 2}])
+def test_decoder_step_matches_full_window(changes):
     """Windows of their own lengths (right-padded contexts through a Restart, then one step
     token each; later one window restarts from a new context and one restarts empty) give, at
-    every step, the output of their whole window through forward."""
+    every step, the output of their whole window through forward (style branch, context
+    branch over either context memory, gated fusion)."""
     torch.manual_seed(0)
-    m = CASHG(with_changes(TINY, gated_fusion=gated)).eval()
+    m = CASHG(with_changes(TINY, **changes)).eval()
     dec = m.decoder
     w, d = 3, TINY.d_model
     mem = dec.memory_kv(torch.randn(w, 5, d), torch.randn(w, 6, d))
     ctx = torch.randn(w, d)
+    sentences = torch.randn(w, 4, d)  # the sentences' context memories, 4, 2 and 3 characters
+    char_mask = torch.arange(4)[None] < torch.tensor([[4], [2], [3]])
     restarts = {0: Restart(torch.arange(3), torch.randn(3, 5, d), torch.tensor([5, 3, 4])),
                 3: Restart(torch.tensor([2, 1]), torch.randn(2, 2, d), torch.tensor([2, 0]))}
     windows: list[list[torch.Tensor]] = [[] for _ in range(w)]  # each row's window tokens
@@ -195,14 +200,19 @@ def test_decoder_step_matches_full_window(gated):
     def full_window_output(i: int) -> torch.Tensor:
         x = torch.stack(windows[i])[None]  # (1, L, D)
         n = x.shape[1]
+        branch = dec.window_context(sentences.clone(), char_mask, torch.tensor([i]),
+                                    torch.tensor([0]))
+        if branch is not None and changes.get("context_memory") != "sentence":
+            branch = dec.context_kv(ctx[i:i + 1, None])  # the character's own vector
         h, _ = dec(x, torch.arange(n)[None], torch.ones(1, n, dtype=torch.bool),
-                   [(k[i:i + 1], v[i:i + 1]) for k, v in mem], ctx[i:i + 1, None].expand(1, n, d))
+                   [(k[i:i + 1], v[i:i + 1]) for k, v in mem], ctx[i:i + 1, None].expand(1, n, d),
+                   branch)
         return h[0, -1]
 
     with torch.inference_mode():
         cache = dec.new_cache(w, 12, ctx)
         wts = dec.step_weights()
-        step_mem = dec.step_memory(mem)
+        step_mem = dec.step_memory(mem, None, (sentences, char_mask, torch.arange(w)))
         for step in range(6):
             x = torch.randn(w, d)
             r = restarts.get(step)
@@ -284,10 +294,10 @@ def test_undertrained_model_stops_every_character_at_the_cap(use_cache, greedy):
 def _model_with_varied_lengths() -> CASHG:
     """Greedy decoding of this random model ends some characters after one point and runs
     others to the cap, differently in each sentence (checked by the test using it)."""
-    torch.manual_seed(0)
+    torch.manual_seed(1)
     m = CASHG(TINY).eval()
     with torch.no_grad():
-        m.head.proj.bias[:4] = torch.tensor([0.05, 0.0, 0.0, 0.0])
+        m.head.proj.bias[:4] = torch.tensor([0.0, 0.0, 0.0, 0.0])
     return m
 
 

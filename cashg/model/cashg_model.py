@@ -111,7 +111,9 @@ class CASHG(nn.Module):
         mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in
                   self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = ctx[win.batch_index[:, None], win.token_char]  # (W, L, D)
-        h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx,
+        context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,
+                                              win.char_index)
+        h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx, context,
                                packed=not reference)
         out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
             max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character

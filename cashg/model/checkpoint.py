@@ -21,7 +21,7 @@ from cashg.model.cashg_model import CASHG
 from cashg.params import build
 
 FORMAT = "cashg-model"
-VERSION = 1
+VERSION = 2  # 2: the decoder has the context branch (model.context_layers)
 
 
 class CheckpointError(ValueError):

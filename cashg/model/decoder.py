@@ -7,12 +7,19 @@ embedding (predecessor / current). Tokens are packed left to right (padding on t
 the output at ``e~_s`` predicts point 1, the output at ``y_{s,t}`` predicts point ``t+1``.
 
 Each block (pre-LayerNorm): causal self-attention with key-padding masks and RoPE on queries and
-keys -> cross-attention to a style memory -> feed-forward. As in SDT, the first
+keys -> cross-attention to a memory -> feed-forward. As in SDT, the first
 ``writer_decoder_layers`` blocks attend to the writer-style memory, the next
-``glyph_decoder_layers`` blocks to the glyph-style memory. The final state ``h_sty`` is fused
-with the context memory of the token's character by the token-wise gate of Eq. 1:
-``g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) * h_sty + g * m_ctx``. With
-``gated_fusion`` off (ablation), ``h = h_sty`` (no context memory is used at all).
+``glyph_decoder_layers`` blocks to the glyph-style memory; their normalised output is the style
+branch's ``h_sty``. The context branch (Sec. 3.3: each block conditions on the style memories
+and on the position-specific context memory; app. C.2: "separate decoder branches") is
+``context_layers`` further blocks over the same window tokens, fed ``h_sty`` as in the
+authors' code (handwriting_generator.py: ``context_decoder(g_out, context_memory)``), whose
+cross-attention reads the context memory (``context_memory``: the window's current character's
+vector m_ctx_s, as the authors do, or the whole sentence's M_ctx, padding masked); its
+normalised output is ``h_ctx``. The token-wise gate of Eq. 1 blends the two branches:
+``g = sigmoid(f_gate([h_sty; m_ctx_{s(t)}])), h = (1 - g) * h_sty + g * h_ctx``
+(``context_layers: 0``: ``h_ctx = m_ctx_{s(t)}``, Eq. 1 on the raw context vector). With
+``gated_fusion`` off (ablation), ``h = h_sty``: no branch, no gate, no context memory.
 
 Incremental decoding (inference only): :class:`KVCache` keeps the self-attention keys/values of
 every block for W windows in buffers preallocated to the longest window and written in place;
@@ -86,24 +93,59 @@ class Restart:
 
 
 @dataclass
-class StepMemory:
-    """The style memories as :meth:`BiSWTDecoder.step` reads them, prepared once per sampling
-    call (:meth:`BiSWTDecoder.step_memory`) and again when windows are dropped (:meth:`select`).
+class ContextKV:
+    """The context branch's cross-attention keys/values for W windows
+    (:meth:`BiSWTDecoder.context_kv`): per context block (k, v), each (W, h, M, dh), and the
+    valid keys ``mask`` (W, 1, 1, M) bool (None: every key, e.g. M = 1 character vector)."""
 
-    kv: per block cross-attention (k, v), each (U, h, M, dh) contiguous, U distinct memories;
-    rows: (W,) long, the memory row of each window (windows share rows, e.g. the sentences of
-    one writer); keys: per memory length, the :class:`KeyCounts` of "every memory token"."""
+    kv: list
+    mask: torch.Tensor | None
+
+
+@dataclass
+class SentenceContext:
+    """The sentences' context memories as :meth:`BiSWTDecoder.step` reads them with
+    ``context_memory: sentence``: kv per context block (k, v), each (B, h, S, dh) contiguous;
+    rows (W,) the sentence of each window; n (W,) its characters (valid keys)."""
+
+    kv: list
+    rows: torch.Tensor
+    n: torch.Tensor
+    keys: KeyCounts  # window w reads the first n[w] keys of row rows[w]
+
+    @staticmethod
+    def of(kv: list, rows: torch.Tensor, n: torch.Tensor, heads: int) -> SentenceContext:
+        kv = [(k.contiguous(), v.contiguous()) for k, v in kv]
+        return SentenceContext(kv, rows, n, KeyCounts.of(n, heads, kv[0][0], rows,
+                                                         n_max=kv[0][0].shape[2]))
+
+    def select(self, windows: torch.Tensor) -> SentenceContext:
+        return SentenceContext.of(self.kv, self.rows[windows], self.n[windows], self.keys.heads)
+
+
+@dataclass
+class StepMemory:
+    """The memories as :meth:`BiSWTDecoder.step` reads them, prepared once per sampling call
+    (:meth:`BiSWTDecoder.step_memory`) and again when windows are dropped (:meth:`select`).
+
+    kv: per style block cross-attention (k, v), each (U, h, M, dh) contiguous, U distinct
+    memories; rows: (W,) long, the memory row of each window (windows share rows, e.g. the
+    sentences of one writer); keys: per memory length, the :class:`KeyCounts` of "every memory
+    token"; context: the sentence context memories (``context_memory: sentence``; None with
+    ``character``, whose one key per window :meth:`BiSWTDecoder.step` takes from ``m_ctx``)."""
 
     kv: list
     rows: torch.Tensor
     keys: dict[int, KeyCounts]
+    context: SentenceContext | None = None
 
     def select(self, windows: torch.Tensor) -> StepMemory:
         """The memory of windows ``windows`` (W',) only; the memory rows stay shared."""
         rows = self.rows[windows]
         keys = {m: KeyCounts.of(torch.full_like(rows, m), kc.heads, self.kv[0][0], rows,
                                 n_max=m) for m, kc in self.keys.items()}
-        return StepMemory(self.kv, rows, keys)
+        ctx = None if self.context is None else self.context.select(windows)
+        return StepMemory(self.kv, rows, keys, ctx)
 
 
 class SelfAttention(nn.Module):
@@ -135,27 +177,45 @@ class SelfAttention(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """Multi-head attention from window tokens to a style memory (keys/values precomputed)."""
+    """Multi-head attention from window tokens to a memory (keys/values precomputed).
 
-    def __init__(self, d: int, heads: int, dropout: float):
+    ``single_key``: the memory is one vector per window (the context branch reading its
+    character's m_ctx). Softmax over one key weighs it 1 whatever the query, so the output is
+    that key's value: no query or key projection exists (they would get no gradient), and
+    ``memory_kv`` returns the value twice (the key slot is never read)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, single_key: bool = False):
         super().__init__()
         self.h, self.dh = heads, d // heads
-        self.q = nn.Linear(d, d)
-        self.kv = nn.Linear(d, 2 * d)
+        self.single_key = single_key
+        self.q = None if single_key else nn.Linear(d, d)
+        self.kv = nn.Linear(d, d if single_key else 2 * d)
         self.out = nn.Linear(d, d)
         self.dropout = dropout
 
     def memory_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values (B, h, M, dh) of a memory (B, M, D)."""
         b, m, _ = memory.shape
+        if self.single_key:
+            v = self.kv(memory).view(b, m, self.h, self.dh).transpose(1, 2)
+            return v, v
         k, v = self.kv(memory).view(b, m, 2, self.h, self.dh).permute(2, 0, 3, 1, 4)
         return k, v
 
-    def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def single_value(self, kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(W, D) output of a single-key attention: the projected value of each window."""
+        v = kv[1]  # (W, h, 1, dh)
+        return self.out(v.transpose(1, 2).reshape(v.shape[0], -1))
+
+    def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor],
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x (W, n, D), kv (W, h, M, dh) each, mask (W, 1, 1, M) bool: valid keys (None: all)."""
         w, n, d = x.shape
+        if self.single_key:
+            return self.single_value(kv)[:, None].expand(w, n, d)
         q = self.q(x).view(w, n, self.h, self.dh).transpose(1, 2)
         y = F.scaled_dot_product_attention(
-            q, kv[0], kv[1], dropout_p=self.dropout if self.training else 0.0
+            q, kv[0], kv[1], attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
         )
         return self.out(y.transpose(1, 2).reshape(w, n, d))
 
@@ -163,25 +223,29 @@ class CrossAttention(nn.Module):
 class DecoderBlock(nn.Module):
     """Pre-LN block: causal RoPE self-attention, cross-attention to one memory, feed-forward."""
 
-    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding, memory: str):
+    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding, memory: str,
+                 single_key: bool = False):
         super().__init__()
         d = cfg.d_model
-        self.memory = memory  # "writer" or "glyph"
-        self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.memory = memory  # "writer", "glyph" or "context"
+        self.ln1, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ln2 = None if single_key else nn.LayerNorm(d)  # a single key ignores the query
         self.self_attn = SelfAttention(d, cfg.n_heads, cfg.dropout, rope)
-        self.cross_attn = CrossAttention(d, cfg.n_heads, cfg.dropout)
+        self.cross_attn = CrossAttention(d, cfg.n_heads, cfg.dropout, single_key)
         self.ffn = nn.Sequential(
             nn.Linear(d, cfg.ffn_dim), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn_dim, d)
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, positions, key_valid, kv):
+    def forward(self, x, positions, key_valid, kv, cross_mask=None):
         x = x + self.drop(self.self_attn(self.ln1(x), positions, key_valid))
-        x = x + self.drop(self.cross_attn(self.ln2(x), kv))
+        x = x + self.drop(self.cross_attn(x if self.ln2 is None else self.ln2(x), kv,
+                                          cross_mask))
         return x + self.drop(self.ffn(self.ln3(x)))
 
     def forward_packed(self, x: torch.Tensor, pack: Packing, rot, key_valid: torch.Tensor,
-                       kv: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+                       kv: tuple[torch.Tensor, torch.Tensor],
+                       cross_mask: torch.Tensor | None = None) -> torch.Tensor:
         """:meth:`forward` (no cache) on the valid tokens only, x (N, D) packed: every
         token-wise layer (LayerNorms, projections, feed-forward) skips the padding; only the
         two attentions see the padded (W, L) layout, which they need for their batched
@@ -196,11 +260,16 @@ class DecoderBlock(nn.Module):
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=sa.dropout if self.training else 0.0)
         x = x + self.drop(sa.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
-        # cross-attention to the window's style memory
+        # cross-attention to the window's memory
+        if ca.single_key:  # every token of a window gets its one value
+            return self._feed_forward(x + self.drop(ca.single_value(kv)[pack.window]))
         q = pack.unpack(ca.q(self.ln2(x))).view(w, n, ca.h, ca.dh).transpose(1, 2)
         y = F.scaled_dot_product_attention(
-            q, kv[0], kv[1], dropout_p=ca.dropout if self.training else 0.0)
+            q, kv[0], kv[1], attn_mask=cross_mask, dropout_p=ca.dropout if self.training else 0.0)
         x = x + self.drop(ca.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
+        return self._feed_forward(x)
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.drop(self.ffn(self.ln3(x)))
 
 
@@ -209,19 +278,22 @@ class Packing:
     """Where the N valid tokens of W right-padded windows of L tokens sit.
 
     flat (N,) long: index of each valid token in the flattened (W * L) layout, in window
-    order; causal (L, L) bool: the causal mask of one window."""
+    order; causal (L, L) bool: the causal mask of one window; window (N,) long: the window
+    of each valid token."""
 
     flat: torch.Tensor
     windows: int
     length: int
     causal: torch.Tensor
+    window: torch.Tensor
 
     @staticmethod
     def of(valid: torch.Tensor) -> Packing:
         """The packing of the True entries of ``valid`` (W, L)."""
         w, n = valid.shape
         j = torch.arange(n, device=valid.device)
-        return Packing(valid.reshape(-1).nonzero().squeeze(1), w, n, j[None, :] <= j[:, None])
+        flat = valid.reshape(-1).nonzero().squeeze(1)
+        return Packing(flat, w, n, j[None, :] <= j[:, None], flat // n)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) valid rows of a padded (W, L, ...) tensor."""
@@ -257,6 +329,20 @@ class StepWeights:
     blocks: tuple[BlockWeights, ...]
     ln_out: tuple
     gelu: str  # GELU approximation ("none" = exact erf)
+    context: tuple[BlockWeights, ...] = ()  # the context branch's blocks
+    context_kv: tuple = ()  # their cross-attention key/value projections (weight, bias)
+    ln_ctx: tuple | None = None
+
+
+class _Cross(NamedTuple):
+    """What one block's cross-attention reads in a step: kv (U, h, M, dh) each with the
+    windows' :class:`KeyCounts`; for the context tokens of restarting windows, their memory
+    (R, h, M, dh) each and its valid keys (R, 1, 1, M) (None: all)."""
+
+    kv: tuple[torch.Tensor, torch.Tensor]
+    keys: KeyCounts | None  # None: a single key per window (no attention to compute)
+    restart_kv: tuple[torch.Tensor, torch.Tensor] | None
+    restart_mask: torch.Tensor | None
 
 
 @dataclass
@@ -269,15 +355,13 @@ class _StepPlan:
     restart: Restart | None  # windows with context tokens (P > 0) to encode first
     restart_all: bool  # restart.rows is 0..W-1
     ctx_rot: tuple[torch.Tensor, torch.Tensor] | None  # context RoPE, (P, dh) each
-    mem_keys: dict[int, KeyCounts]  # by memory length M: every memory token is a key
 
 
 def _block_step(
     wts: BlockWeights,
     x: torch.Tensor,  # (W + R * P, D) the step tokens, then the context tokens of restarts
     plan: _StepPlan,
-    mem_kv: tuple[torch.Tensor, torch.Tensor],  # (U, h, M, dh) each, rows as in plan.mem_keys
-    ctx_mem_kv: tuple[torch.Tensor, torch.Tensor] | None,  # (R, h, M, dh) each
+    cross: _Cross,
     ck: torch.Tensor,  # (W, h, cap, dh) cached keys of this block, written in place
     cv: torch.Tensor,  # (W, h, cap, dh) cached values
     heads: int,
@@ -318,13 +402,20 @@ def _block_step(
     else:
         y = torch.cat([y, y_ctx])  # (N, D)
     x = x + F.linear(y, *wts.attn_out)
-    # cross-attention to the style memory (keys/values computed once per sampling call)
+    # cross-attention to the block's memory (keys/values computed once per memory)
+    if wts.q is None:  # a single key per window: its value, whatever the query
+        y = cross.kv[1].reshape(w, d)  # (W, h, 1, dh) -> (W, D)
+        if y_ctx is not None:
+            y = torch.cat([y, cross.restart_kv[1].reshape(r, d).repeat_interleave(p, 0)])
+        x = x + F.linear(y, *wts.cross_out)
+        hid = F.gelu(F.linear(torch.layer_norm(x, *wts.ln3), *wts.ffn_up), approximate=gelu)
+        return x + F.linear(hid, *wts.ffn_down)
     q = F.linear(torch.layer_norm(x, *wts.ln2), *wts.q)  # (N, D)
-    y = attend_one_query(q[:w].view(w, heads, dh), *mem_kv,
-                         plan.mem_keys[mem_kv[0].shape[2]]).view(w, d)
+    y = attend_one_query(q[:w].view(w, heads, dh), *cross.kv, cross.keys).view(w, d)
     if y_ctx is not None:
         y_ctx = F.scaled_dot_product_attention(
-            q[w:].view(r, p, heads, dh).transpose(1, 2), *ctx_mem_kv)  # (R, h, P, dh)
+            q[w:].view(r, p, heads, dh).transpose(1, 2), *cross.restart_kv,
+            attn_mask=cross.restart_mask)  # (R, h, P, dh)
         y = torch.cat([y, y_ctx.transpose(1, 2).reshape(r * p, d)])
     x = x + F.linear(y, *wts.cross_out)
     # feed-forward
@@ -344,20 +435,23 @@ def char_positions(deltas: torch.Tensor) -> torch.Tensor:
 
 
 class GatedContextFusion(nn.Module):
-    """Eq. 1: g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) h_sty + g m_ctx."""
+    """Eq. 1: g = sigmoid(f_gate([h_sty; m_ctx])), h = (1 - g) h_sty + g h_ctx, with h_ctx the
+    context branch's output (``m_ctx`` itself without a branch, Eq. 1 as written)."""
 
     def __init__(self, d: int):
         super().__init__()
         self.f_gate = nn.Linear(2 * d, d)
 
-    def forward(self, h_sty: torch.Tensor, m_ctx: torch.Tensor):
+    def forward(self, h_sty: torch.Tensor, m_ctx: torch.Tensor,
+                h_ctx: torch.Tensor | None = None):
         """(fused (..., D), gate (..., D) in (0, 1))."""
         g = torch.sigmoid(self.f_gate(torch.cat([h_sty, m_ctx], dim=-1)))
-        return (1 - g) * h_sty + g * m_ctx, g
+        target = m_ctx if h_ctx is None else h_ctx
+        return torch.lerp(h_sty, target, g), g  # (1 - g) h_sty + g target
 
 
 class BiSWTDecoder(nn.Module):
-    """Token embedding, decoder blocks and the gated context fusion."""
+    """Token embedding, the style branch's blocks, the context branch and the gated fusion."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -375,6 +469,12 @@ class BiSWTDecoder(nn.Module):
         )
         self.ln_out = nn.LayerNorm(d)
         self.fusion = GatedContextFusion(d) if cfg.gated_fusion else None
+        n_ctx = cfg.context_layers if cfg.gated_fusion else 0
+        self.context_blocks = nn.ModuleList(
+            [DecoderBlock(cfg, rope, "context", cfg.context_memory == "character")
+             for _ in range(n_ctx)])
+        self.ln_ctx = nn.LayerNorm(d) if n_ctx else None
+        self.context_memory = cfg.context_memory
         self.heads, self.dh = cfg.n_heads, d // cfg.n_heads
         self.rope = rope
 
@@ -396,17 +496,37 @@ class BiSWTDecoder(nn.Module):
         return self.embed_points(deltas, pen, pos)
 
     def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
-        """Per block cross-attention (k, v), each (B, h, M, dh) contiguous; computed once per
-        memory."""
+        """Per style block cross-attention (k, v), each (B, h, M, dh) contiguous; computed once
+        per memory."""
         mem = {"writer": writer_memory, "glyph": glyph_memory}
         return [tuple(t.contiguous() for t in blk.cross_attn.memory_kv(mem[blk.memory]))
                 for blk in self.blocks]
 
+    def context_kv(self, memory: torch.Tensor, valid: torch.Tensor | None = None) -> ContextKV:
+        """The context branch's keys/values of a context memory (W, M, D) per window, with its
+        valid entries (W, M) bool (None: all)."""
+        mask = None if valid is None else valid[:, None, None, :]
+        return ContextKV([blk.cross_attn.memory_kv(memory) for blk in self.context_blocks],
+                         mask)
+
+    def window_context(self, ctx: torch.Tensor, char_mask: torch.Tensor,
+                       batch_index: torch.Tensor, char_index: torch.Tensor) -> ContextKV | None:
+        """The context memory each window's branch reads (None without a branch): the
+        current character's vector ctx[b, s] (``character``) or the whole sentence's
+        ctx[b] (``sentence``); ctx (B, S, D), char_mask (B, S), batch/char index (W,)."""
+        if not self.context_blocks:
+            return None
+        if self.context_memory == "character":
+            return self.context_kv(ctx[batch_index, char_index][:, None])  # (W, 1, D)
+        sent = self.context_kv(ctx, char_mask)  # per sentence, then per window
+        return ContextKV([(k[batch_index], v[batch_index]) for k, v in sent.kv],
+                         sent.mask[batch_index])
+
     def new_cache(self, windows: int, capacity: int, like: torch.Tensor) -> KVCache:
         """An empty cache of ``windows`` windows of up to ``capacity`` tokens (dtype and device
-        of ``like``)."""
+        of ``like``), for the style and the context branch's blocks."""
         shape = (windows, self.heads, capacity, self.dh)
-        n = len(self.blocks)
+        n = len(self.blocks) + len(self.context_blocks)
         cos, sin = self.rope.step_tables(capacity)
         return KVCache(
             k=[like.new_zeros(shape) for _ in range(n)],
@@ -420,8 +540,9 @@ class BiSWTDecoder(nn.Module):
         x: torch.Tensor,  # (W, n, D) window tokens
         positions: torch.Tensor,  # (W, n) long
         token_valid: torch.Tensor,  # (W, n) bool
-        mem_kv: list,  # per block (k, v), each (W, h, M, dh)
+        mem_kv: list,  # per style block (k, v), each (W, h, M, dh)
         m_ctx: torch.Tensor | None,  # (W, n, D) context memory of each token's character
+        context: ContextKV | None = None,  # the context branch's memory (window_context)
         packed: bool = True,
     ):
         """(h (W, n, D), gate (W, n, D) or None) for whole windows (teacher forcing, and the
@@ -430,17 +551,25 @@ class BiSWTDecoder(nn.Module):
         With ``packed`` the blocks run on the valid tokens only
         (:meth:`DecoderBlock.forward_packed`; outputs on padding are zeros); ``packed=False``
         is the plain padded computation, kept as the reference."""
+        if self.context_blocks and context is None:
+            raise ValueError("the context branch needs its memory (window_context)")
         if packed:
-            return self._forward_packed(x, positions, token_valid, mem_kv, m_ctx)
+            return self._forward_packed(x, positions, token_valid, mem_kv, m_ctx, context)
         rot = self.rope.angles(positions)  # shared by all blocks
         for i, blk in enumerate(self.blocks):
             x = blk(x, rot, token_valid, mem_kv[i])
         h_sty = self.ln_out(x)
         if self.fusion is None:
             return h_sty, None
-        return self.fusion(h_sty, m_ctx)
+        h_ctx = None
+        if self.context_blocks:
+            y = h_sty
+            for blk, kv in zip(self.context_blocks, context.kv):
+                y = blk(y, rot, token_valid, kv, context.mask)
+            h_ctx = self.ln_ctx(y)
+        return self.fusion(h_sty, m_ctx, h_ctx)
 
-    def _forward_packed(self, x, positions, token_valid, mem_kv, m_ctx):
+    def _forward_packed(self, x, positions, token_valid, mem_kv, m_ctx, context):
         """:meth:`forward` without a cache, the padding skipped by every token-wise layer."""
         pack = Packing.of(token_valid)
         rot = self.rope.angles(positions)  # (cos, sin) (W, 1, L, dh/2), shared by all blocks
@@ -450,7 +579,13 @@ class BiSWTDecoder(nn.Module):
         h = self.ln_out(xp)  # (N, D)
         gate = None
         if self.fusion is not None:
-            h, gate = self.fusion(h, pack.pack(m_ctx))
+            h_ctx = None
+            if self.context_blocks:
+                y = h
+                for blk, kv in zip(self.context_blocks, context.kv):
+                    y = blk.forward_packed(y, pack, rot, token_valid, kv, context.mask)
+                h_ctx = self.ln_ctx(y)
+            h, gate = self.fusion(h, pack.pack(m_ctx), h_ctx)
             gate = pack.unpack(gate)
         return pack.unpack(h), gate
 
@@ -463,23 +598,41 @@ class BiSWTDecoder(nn.Module):
         def lin(m: nn.Linear) -> tuple:
             return (m.weight, m.bias)
 
-        blocks = tuple(
-            BlockWeights(ln(b.ln1), lin(b.self_attn.qkv), lin(b.self_attn.out), ln(b.ln2),
-                         lin(b.cross_attn.q), lin(b.cross_attn.out), ln(b.ln3), lin(b.ffn[0]),
-                         lin(b.ffn[3]))
-            for b in self.blocks
-        )
-        return StepWeights(blocks, ln(self.ln_out), self.blocks[0].ffn[1].approximate)
+        def block(b: DecoderBlock) -> BlockWeights:  # ln2, q: None with a single key
+            single = b.cross_attn.single_key
+            return BlockWeights(ln(b.ln1), lin(b.self_attn.qkv), lin(b.self_attn.out),
+                                None if single else ln(b.ln2),
+                                None if single else lin(b.cross_attn.q), lin(b.cross_attn.out),
+                                ln(b.ln3), lin(b.ffn[0]), lin(b.ffn[3]))
 
-    def step_memory(self, mem_kv: list, rows: torch.Tensor | None = None) -> StepMemory:
+        ctx = self.context_blocks
+        return StepWeights(
+            tuple(block(b) for b in self.blocks), ln(self.ln_out),
+            self.blocks[0].ffn[1].approximate, tuple(block(b) for b in ctx),
+            tuple(lin(b.cross_attn.kv) for b in ctx),
+            ln(self.ln_ctx) if self.ln_ctx is not None else None)
+
+    def step_memory(self, mem_kv: list, rows: torch.Tensor | None = None,
+                    sentence_context: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+                    | None = None) -> StepMemory:
         """:class:`StepMemory` from :meth:`memory_kv` (U distinct memories) and the memory
-        row of each window (W,) (None: window w reads row w)."""
+        row of each window (W,) (None: window w reads row w). With ``context_memory:
+        sentence`` and a context branch, ``sentence_context`` = (ctx (B, S, D), char_mask
+        (B, S), the sentence of each window (W,)): the sentences' context memories."""
         mem_kv = [(k.contiguous(), v.contiguous()) for k, v in mem_kv]
         if rows is None:
             rows = torch.arange(mem_kv[0][0].shape[0], device=mem_kv[0][0].device)
         keys = {m: KeyCounts.of(torch.full_like(rows, m), self.heads, mem_kv[0][0], rows,
                                 n_max=m) for m in {k.shape[2] for k, _ in mem_kv}}
-        return StepMemory(mem_kv, rows, keys)
+        context = None
+        if self.context_blocks and self.context_memory == "sentence":
+            if sentence_context is None:
+                raise ValueError("context_memory 'sentence': step_memory needs the sentences' "
+                                 "context memories")
+            ctx, char_mask, sentence = sentence_context
+            kv = self.context_kv(ctx).kv
+            context = SentenceContext.of(kv, sentence, char_mask.sum(1)[sentence], self.heads)
+        return StepMemory(mem_kv, rows, keys, context)
 
     def step(
         self,
@@ -499,28 +652,62 @@ class BiSWTDecoder(nn.Module):
             if restart.tokens.shape[1] == 0:
                 restart = None  # emptied windows, nothing to encode
         slot = cache.length  # (W,)
+        w = len(slot)
         keys = KeyCounts.of(slot + 1, self.heads, x)  # reads max(slot): one sync per step
         if keys.n_max > cache.capacity:
             raise ValueError("KV cache capacity exceeded")
         plan = _StepPlan(
             slot=slot, rot=(cache.cos[slot][:, None, None], cache.sin[slot][:, None, None]),
-            keys=keys, restart=restart, ctx_rot=None, restart_all=False,
-            mem_keys=memory.keys)
-        ctx_mem_kv = [None] * len(memory.kv)
+            keys=keys, restart=restart, ctx_rot=None, restart_all=False)
+        mem_rows = None
         if restart is not None:
             p = restart.tokens.shape[1]
             plan.ctx_rot = (cache.cos[:p], cache.sin[:p])
-            plan.restart_all = len(restart.rows) == len(slot) and bool(
-                (restart.rows == torch.arange(len(slot), device=slot.device)).all())
-            ctx_rows = memory.rows[restart.rows]
-            ctx_mem_kv = [(k[ctx_rows], v[ctx_rows]) for k, v in memory.kv]
+            plan.restart_all = len(restart.rows) == w and bool(
+                (restart.rows == torch.arange(w, device=slot.device)).all())
+            mem_rows = memory.rows[restart.rows]
             x = torch.cat([x, restart.tokens.reshape(-1, x.shape[-1])])  # (W + R * P, D)
-        last = len(weights.blocks) - 1
-        for i, (wts, ck, cv, kv) in enumerate(zip(weights.blocks, cache.k, cache.v, memory.kv)):
-            x = _block_step(wts, x, plan, kv, ctx_mem_kv[i], ck, cv, self.heads, weights.gelu,
-                            i == last)
-        cache.length = slot + 1
-        h_sty = torch.layer_norm(x, *weights.ln_out)
+        n_sty, n_ctx = len(weights.blocks), len(weights.context)
+        for i, (wts, kv) in enumerate(zip(weights.blocks, memory.kv)):
+            cross = _Cross(kv, memory.keys[kv[0].shape[2]],
+                           None if mem_rows is None else (kv[0][mem_rows], kv[1][mem_rows]),
+                           None)
+            x = _block_step(wts, x, plan, cross, cache.k[i], cache.v[i], self.heads,
+                            weights.gelu, i == n_sty - 1 and n_ctx == 0)
+        h_sty = torch.layer_norm(x, *weights.ln_out)  # (W, D), or (W + R * P, D) with a branch
         if self.fusion is None:
+            cache.length = slot + 1
             return h_sty, None
-        return self.fusion(h_sty, m_ctx)
+        h_ctx = None
+        if n_ctx:
+            y = h_sty
+            for j, cross in enumerate(self._context_cross(weights, memory, m_ctx, restart)):
+                y = _block_step(weights.context[j], y, plan, cross, cache.k[n_sty + j],
+                                cache.v[n_sty + j], self.heads, weights.gelu, j == n_ctx - 1)
+            h_ctx = torch.layer_norm(y, *weights.ln_ctx)
+            h_sty = h_sty[:w]
+        cache.length = slot + 1
+        return self.fusion(h_sty, m_ctx, h_ctx)
+
+    def _context_cross(self, weights: StepWeights, memory: StepMemory, m_ctx: torch.Tensor,
+                       restart: Restart | None) -> list[_Cross]:
+        """Per context block, what its cross-attention reads in a step: each window's own
+        character vector m_ctx (W, D) as its one key (``character``; projected here, since it
+        changes with the window's character), or its sentence's context memory."""
+        if memory.context is None:  # character: one key per window, read from m_ctx
+            w = m_ctx.shape[0]
+            out = []
+            for proj in weights.context_kv:  # value projections (single-key blocks)
+                v = F.linear(m_ctx, *proj).view(w, self.heads, 1, self.dh)  # (W, h, 1, dh)
+                out.append(_Cross((v, v), None, None if restart is None else
+                                  (v[restart.rows], v[restart.rows]), None))
+            return out
+        sc = memory.context
+        mask = None
+        if restart is not None:
+            n_keys = sc.kv[0][0].shape[2]
+            mask = (torch.arange(n_keys, device=sc.n.device)
+                    < sc.n[restart.rows][:, None])[:, None, None, :]  # (R, 1, 1, S)
+        rows = None if restart is None else sc.rows[restart.rows]
+        return [_Cross(kv, sc.keys, None if rows is None else (kv[0][rows], kv[1][rows]), mask)
+                for kv in sc.kv]
