@@ -6,8 +6,9 @@
 
 For every ground-truth sentence (sorted ids; the first ``generate.limit`` when > 0) the model
 writes the same text fully autoregressively (paper Sec. 4: one sample per test input) with the
-style references of the same writer (``generate.n_refs`` images of ``--style``, evenly spaced;
-repeated cyclically when a writer has fewer). Outputs in ``--out``:
+style references of the same writer: the checkpoint's ``model.style_refs`` images of ``--style``
+(the number the model was trained with; evenly spaced, repeated cyclically when a writer has
+fewer). Outputs in ``--out``:
 
 - ``pred.h5``: cashg-ink with the GT's sentence ids and writer ids (input of
   ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``);
@@ -40,13 +41,16 @@ def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray
 
 
 def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
-    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order."""
+    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
+    ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config)."""
     import torch
     from tqdm import tqdm
 
     from cashg.ink import InkFile, make_sentence
     from cashg.sampling import SamplingOptions, encode_texts, sample
 
+    if cfg.style_refs < 1:
+        raise ValueError(f"model.style_refs must be >= 1, got {cfg.style_refs}")
     with InkFile(gt_path) as f:
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
@@ -58,8 +62,8 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
     for k, batch in enumerate(tqdm(batches, desc="generate", unit="batch", file=sys.stderr,
                                    disable=not progress)):
         chunk = [gts[i] for i in batch]
-        refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, gcfg.n_refs, memo)
-                         for s in chunk])
+        refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, cfg.style_refs,
+                               memo) for s in chunk])
         cps, mask = encode_texts([s.text for s in chunk], device)
         opts = SamplingOptions(greedy=gcfg.greedy, temperature=gcfg.temperature, bias=gcfg.bias,
                                max_char_points=gcfg.max_char_points, seed=gcfg.seed + k)
