@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from cashg.config import GenerateConfig, TrainConfig
-from cashg.ink import read_ink
+from cashg.ink import InkFile, read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
 from cashg.training import checkpoint as ck
@@ -377,6 +377,17 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
     assert sorted(pred) == ids
     assert all(pred[i].writer_id == gt[i].writer_id and pred[i].text == gt[i].text for i in ids)
     assert (gen / "lines.png").stat().st_size > 0
+    # the stage records what produced pred.h5: the decoding (read by the report) and the
+    # checkpoint's number of style references
+    summary = json.loads((gen / "summary.json").read_text())
+    assert summary["decoding"] == {"greedy": False, "temperature": 1.0, "bias": 0.0,
+                                   "max_char_points": 12, "seed": 0}
+    assert summary["decoding_text"] == "stochastic sampling, temperature 1.0, bias 0.0"
+    assert summary["style_refs"] == TINY.style_refs == cfg.style_refs
+    assert summary["sentences"] == 3
+    with InkFile(gen / "pred.h5") as f:
+        assert json.loads(f.attrs["decoding"]) == summary["decoding"]
+        assert int(f.attrs["style_refs"]) == TINY.style_refs
 
 
 @pytest.mark.usefixtures("one_torch_thread")
