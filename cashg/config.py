@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class ModelConfig:
     ffn_dim: int = 2048
     dropout: float = 0.1
     # style encoder (SDT-style: ResNet18 front-end + Transformer encoder + writer/glyph heads)
+    # Style reference images per sample: ONE number for training batches, held-out
+    # evaluation, the training sample lines and generation (the checkpoint stores this config,
+    # so generation reads it from there). The authors use 15 for training and inference
+    # (configs/English_MERGING_SENT_512dim.yml: TRAIN / VALID NUM_REFERENCE_IMGS). A writer
+    # with fewer images repeats some (training: drawn with replacement; generation: cyclically).
+    style_refs: int = 15
     style_image_size: int = 64
     style_cnn_width: int = 64  # ResNet18 base width (64 in ResNet18)
     style_layers: int = 2  # shared style Transformer encoder depth
@@ -172,8 +178,7 @@ class TrainConfig:
     vdl_sentence_warmup_start: int = 60_000
     vdl_sentence_warmup_end: int = 80_000
     supcon_temperature: float = 0.07
-    # data
-    style_refs: int = 15  # reference images per sample (sampled with replacement if fewer)
+    # data (the number of style references per sample is model.style_refs)
     sentence_max_chars: int = 0  # > 0: crop sentence windows to whole words (demo CPU budget)
     val_writers: int = 0  # train writers held out for validation when there is no validation split
     # > 0: char/bigram batches draw from one of this many length buckets (quantiles of the
@@ -192,11 +197,22 @@ class TrainConfig:
     keep_last: int = 3
     max_nonfinite_steps: int = 20  # consecutive non-finite steps that stop the run
 
+    # keys of earlier versions -> where they live now (cashg.params names both in its error)
+    moved_keys: ClassVar[dict[str, str]] = {"style_refs": "model.style_refs"}
+
 
 @dataclass(frozen=True)
 class GenerateConfig:
     """Generation of the test split for evaluation (paper Sec. 4: one fully autoregressive
-    sample per test input). Owned by cashg/training (generate stage)."""
+    sample per test input). Owned by cashg/training (generate stage).
+
+    Decoding: ``greedy`` = the mean of the most probable mixture component and the most
+    probable pen state at every step, the authors' decoding (their
+    ``src/model/handwriting_generator.py``: ``get_seq_from_gmm(..., decode="argmax_onehot")``);
+    otherwise a stochastic sample at ``temperature`` with Graves' sampling ``bias`` (see
+    :mod:`cashg.sampling`). The number of style references is the checkpoint's
+    ``model.style_refs`` (the number the model was trained with).
+    """
 
     seed: int = 0
     greedy: bool = False
@@ -204,9 +220,11 @@ class GenerateConfig:
     bias: float = 0.0
     max_char_points: int = 100
     batch_size: int = 64  # sentences decoded together (rows advance independently)
-    n_refs: int = 15
     plot_lines: int = 4
     limit: int = 0  # generate only the first N test sentences (0 = all)
+
+    # keys of earlier versions -> where they live now (cashg.params names both in its error)
+    moved_keys: ClassVar[dict[str, str]] = {"n_refs": "model.style_refs"}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 One file holds the whole experiment configuration, one section per stage. Every section is a
 frozen dataclass; :func:`build` converts plain YAML data into it, checking types and refusing
 unknown keys (a misspelt key is an error that names the key and where it was found), so a typo
-never silently falls back to a default.
+never silently falls back to a default. A key that moved to another section (a dataclass's
+``moved_keys``: old key -> new dotted place) is an error that names the new place.
 
 The section dataclasses live next to the code they configure (``preprocessing.config``,
 ``cashg.config``); :data:`SECTIONS` maps section names to them.
@@ -106,6 +107,12 @@ def _convert_dataclass(cls: Any, value: Any, where: str) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(value) - set(known))
+    moved = getattr(cls, "moved_keys", {})  # a key of an earlier version -> its new place
+    for u in unknown:
+        if u in moved:
+            section = where.rsplit(": ", 1)[-1]
+            raise ParamsError(f"{where}: key {u!r} moved to {moved[u]}: remove {section}.{u}"
+                              f" and set {moved[u]} instead")
     if unknown:
         raise ParamsError(
             f"{where}: unknown key {', '.join(repr(u) for u in unknown)}"

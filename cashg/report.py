@@ -10,6 +10,10 @@ a dataset swap changes the report with no code change:
   scored against a seeded perturbed copy of itself (a reference point for the metric scale);
 - Table 3 layout: the 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) on the
   ablation benchmark (the merged set by default);
+- under each table, the decoding that generated its rows (greedy, the authors' decoding, or
+  stochastic sampling with its temperature and bias), read from what each generate stage
+  recorded (``results/generate/<experiment>/summary.json``), one line when all rows agree,
+  else one line per row;
 - legibility: both tables end with CER / WER of the generated lines by the benchmark's
   recognizer, and the recognizers' own figures (validation, ground-truth test and chance CER /
   WER) come from ``results/recognizer/<benchmark>/summary.json``;
@@ -26,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cashg.evaluation.tables import format_value, table2_markdown
+from cashg.training.generate_stage import describe_decoding
 
 # defaults of build_report (the demo's benchmarks); the stage passes what params.yaml says
 BENCHMARKS = ("dsd", "deepwriting", "merged")
@@ -57,6 +62,29 @@ def table3_markdown(rows: list[tuple[bool, bool, dict | None]]) -> str:
         cells += [format_value(m.get(k)) for k in (*_CSM, "DTW_norm", "DTW_raw", "CER", "WER")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def decoding_markdown(results: Path, experiments: Sequence[str]) -> list[str]:
+    """Lines saying which decoding generated the rows of ``experiments``, from each generate
+    stage's ``results/generate/<experiment>/summary.json`` (what actually ran, not the params).
+    One sentence when all agree, else one line per experiment; [] without experiments."""
+    if not experiments:
+        return []
+    used: dict[str, str] = {}
+    for exp in experiments:
+        summary = _read_json(results / "generate" / exp / "summary.json") or {}
+        decoding = summary.get("decoding")
+        used[exp] = (describe_decoding(decoding) if isinstance(decoding, dict) else
+                     f"not recorded (no decoding in `results/generate/{exp}/summary.json`)")
+    kinds = set(used.values())
+    if len(kinds) == 1 and not next(iter(kinds)).startswith("not recorded"):
+        return [f"Generated with {next(iter(kinds))}: every generated row of this table (as"
+                " recorded by the generate stage in `results/generate/<experiment>/summary.json`).",
+                ""]
+    lines = ["Decoding of the generated rows (as recorded by the generate stage in"
+             " `results/generate/<experiment>/summary.json`; they differ):", ""]
+    lines += [f"- `{exp}`: {text}" for exp, text in used.items()]
+    return [*lines, ""]
 
 
 def _copy(src: Path, images: Path, name: str) -> str | None:
@@ -135,7 +163,7 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         "## Sentence-level results (layout of the paper's Table 2)",
         "",
     ]
-    rows, missing = [], []
+    rows, missing, generated = [], [], []
     for bench in benchmarks:
         for method, path in (
             ("CASHG (this run)", results / "evaluate" / bench / "metrics.json"),
@@ -146,7 +174,10 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
                 missing.append(str(path))
             else:
                 rows.append((bench, method, metrics))
+                if method.startswith("CASHG"):
+                    generated.append(bench)
     parts.append(table2_markdown(rows) if rows else "_No evaluation outputs yet._\n")
+    parts += decoding_markdown(results, generated)
     parts += [
         "The *GT, perturbed copy* row scores the ground truth against a seeded perturbation of"
         " itself (jitter, flipped boundary labels, spacing changes): it shows the scale of the"
@@ -168,6 +199,8 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
             missing.append(str(path))
         ablation_rows.append((bi_swt, fusion, metrics))
     parts.append(table3_markdown(ablation_rows))
+    parts += decoding_markdown(results, [exp for exp in ablation if
+                                         (results / "evaluate" / exp / "metrics.json").is_file()])
 
     if recognizers is None:
         recognizers = [b for b in benchmarks

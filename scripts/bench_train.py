@@ -9,7 +9,7 @@ no download is possible offline) and the TrainConfig defaults (batches 64 / 64 /
 ``demo``: the ``model`` and ``train`` sections of params.yaml. Batches are synthetic with
 realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence windows of
 ``sentence_max_chars`` (or 40) characters with words of 3-7 letters and two-point spaces,
-``style_refs`` 64 x 64 references per sample. Prints the median seconds per iteration and
+``model.style_refs`` 64 x 64 references per sample. Prints the median seconds per iteration and
 iterations per second of each stage (one untimed warm-up iteration first), then the
 reference-step check: two trainers built with the same seed give bit-identical fp32 losses on
 the same batches.
@@ -53,8 +53,10 @@ def _char(rng: np.random.Generator, n: int, last_pen: int = 3) -> np.ndarray:
     return a
 
 
-def synthetic(rng, stream: str, b: int, cfg: TrainConfig, size: int):
-    """A realistic synthetic batch of ``b`` samples of ``stream`` (distinct writers)."""
+def synthetic(rng, stream: str, b: int, cfg: TrainConfig, model_cfg: ModelConfig):
+    """A realistic synthetic batch of ``b`` samples of ``stream`` (distinct writers), each
+    with ``model_cfg.style_refs`` references."""
+    size = model_cfg.style_image_size
     samples = []
     for w in range(b):
         if stream == "char":
@@ -73,15 +75,15 @@ def synthetic(rng, stream: str, b: int, cfg: TrainConfig, size: int):
             for c in text:
                 chars.append(_char(rng, 2) if c == " " else _char(rng, int(rng.integers(12, 24))))
             target = None
-        refs = rng.random((cfg.style_refs, size, size)).astype(np.float32)
+        refs = rng.random((model_cfg.style_refs, size, size)).astype(np.float32)
         samples.append(SequenceSample(text, chars, refs, w, target=target))
     return collate(samples)
 
 
-def iteration_batches(t: int, cfg: TrainConfig, size: int, seed: int):
+def iteration_batches(t: int, cfg: TrainConfig, model_cfg: ModelConfig, seed: int):
     rng = np.random.default_rng([seed, t])
     plan = stream_plan(t, cfg)
-    return {s: [synthetic(rng, s, plan.batch_sizes[s], cfg, size) for _ in range(n)]
+    return {s: [synthetic(rng, s, plan.batch_sizes[s], cfg, model_cfg) for _ in range(n)]
             for s, n in plan.micro_batches.items() if n}
 
 
@@ -117,13 +119,12 @@ def main() -> None:
     print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
           f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
-    size = model_cfg.style_image_size
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = starts[stage]
         plan = stream_plan(t0, cfg)
         times = []
         for k in range(args.iters + 1):
-            batches = iteration_batches(t0 + k, cfg, size, 0)
+            batches = iteration_batches(t0 + k, cfg, model_cfg, 0)
             if trainer.device.type == "cuda":
                 torch.cuda.synchronize()
             a = time.perf_counter()
@@ -142,7 +143,7 @@ def main() -> None:
     runs = []
     for _ in range(2):
         tr = make_trainer(model_cfg, ref, args.device)
-        m = tr.train_step(t_ref, iteration_batches(t_ref, ref, size, 1))
+        m = tr.train_step(t_ref, iteration_batches(t_ref, ref, model_cfg, 1))
         runs.append({k: v for k, v in m.items() if k.startswith("train/") and "/" in k[6:]})
     same = runs[0] == runs[1]
     print(f"reference step (iteration {t_ref}, fp32): losses identical across two runs: {same}")

@@ -57,7 +57,7 @@ def identity_nll(model, source: BatchSource, batches: int, batch_size: int) -> d
 def glyph_grid(model, data: SplitData, chars: str, writers: list[str], bias: float,
                refs: int, seed: int, path: Path) -> None:
     """PNG: per writer a row of ground-truth glyphs (where the writer has them) and a row of
-    sampled glyphs of ``chars``."""
+    sampled glyphs of ``chars`` (``refs`` style references: the model's ``style_refs``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,15 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chars", default=DEFAULT_CHARS)
     ap.add_argument("--writers", type=int, default=3)
     ap.add_argument("--bias", type=float, default=2.0)
-    ap.add_argument("--refs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model, _, _ = load_model(args.model)
+    model, cfg, _ = load_model(args.model)
     data = SplitData(args.data / args.split, streams=("char",))
-    source = BatchSource(data, TrainConfig(seed=args.seed, length_buckets=0, style_refs=4), 0, 1,
-                         purpose=PURPOSE_EVAL)
+    # the style references the model was trained with (model.style_refs of the checkpoint)
+    source = BatchSource(data, TrainConfig(seed=args.seed, length_buckets=0), 0, 1,
+                         purpose=PURPOSE_EVAL, style_refs=cfg.style_refs)
     nll = identity_nll(model, source, args.batches, args.batch_size)
     print(f"char NLL per point on {args.data / args.split} ({args.batches} x {args.batch_size}):"
           f" true {nll['true']:.3f}, rotated {nll['rotated']:.3f}, all 'x' {nll['all_x']:.3f}")
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
           f"all 'x' - true {nll['all_x'] - nll['true']:.3f}")
     if args.png is not None:
         writers = list(data.by_writer["char"])[: args.writers]
-        glyph_grid(model, data, args.chars, writers, args.bias, args.refs, args.seed, args.png)
+        glyph_grid(model, data, args.chars, writers, args.bias, cfg.style_refs, args.seed,
+                   args.png)
         print(f"wrote {args.png}")
     return 0
 

@@ -37,11 +37,10 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
-    size = model_cfg.style_image_size
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = starts[stage]
-        trainer.train_step(t0, iteration_batches(t0, cfg, size, 0))  # warm-up
-        batches = [iteration_batches(t0 + 1 + k, cfg, size, 0) for k in range(args.iters)]
+        trainer.train_step(t0, iteration_batches(t0, cfg, model_cfg, 0))  # warm-up
+        batches = [iteration_batches(t0 + 1 + k, cfg, model_cfg, 0) for k in range(args.iters)]
         with profile(activities=acts) as prof:
             for k, b in enumerate(batches):
                 trainer.train_step(t0 + 1 + k, b)

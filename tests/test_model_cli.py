@@ -100,3 +100,38 @@ def test_generate_from_style_h5(ckpt, tmp_path):
     assert rc == 0 and read_ink(out)["gen-00000"].writer_id == "w1"
     assert main(["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
                  "--writer", "nobody", "--style-h5", str(path), "--out", str(out)]) == 1
+
+
+def test_generate_uses_the_checkpoints_number_of_style_references(ckpt, monkeypatch):
+    """Without ``--n-refs`` the CLI conditions on the checkpoint's ``model.style_refs`` (the
+    number the model was trained with; TINY: 2 of the folder's 4 images); ``--n-refs``
+    overrides it."""
+    import cashg.sampling
+
+    seen = []
+    real = cashg.sampling.generate_sentences
+
+    def spy(model, texts, refs, opts, **kw):
+        seen.append(int(refs.shape[0]))
+        return real(model, texts, refs, opts, **kw)
+
+    monkeypatch.setattr(cashg.sampling, "generate_sentences", spy)
+    args = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
+            "--style-images", str(ckpt / "refs"), "--max-char-points", "4",
+            "--out", str(ckpt / "n.h5")]
+    assert main(args) == 0 and main(args + ["--n-refs", "3"]) == 0
+    assert seen == [TINY.style_refs, 3] and TINY.style_refs == 2
+
+
+def test_checkpoint_without_model_style_refs_gets_its_training_number(ckpt, tmp_path):
+    """A checkpoint written when the number was ``train.style_refs`` loads with that number."""
+    from cashg.model.checkpoint import load_model
+
+    payload = torch.load(ckpt / "tiny.pt", weights_only=True)
+    del payload["model_config"]["style_refs"]
+    payload["extra"]["params"] = {"train": {"style_refs": 7}}
+    torch.save(payload, tmp_path / "old.pt")
+    assert load_model(tmp_path / "old.pt")[1].style_refs == 7
+    del payload["extra"]["params"]
+    torch.save(payload, tmp_path / "older.pt")
+    assert load_model(tmp_path / "older.pt")[1].style_refs == 15  # the authors' number

@@ -81,3 +81,36 @@ def test_train_budget_keeps_the_ablation_cells_together(tmp_path, repo_root):
     path = _with_budget(tmp_path, repo_root, "[merged, merged-no_gate]")
     with pytest.raises(ParamsError, match="ablation cells .* must all be listed or none"):
         load_params(path)
+
+
+# ---------------------------------------------------------------- one number of style references
+@pytest.mark.parametrize("profile", ["params.yaml", "params.paper.yaml"])
+@pytest.mark.parametrize("section, key", [("train", "style_refs"), ("generate", "n_refs")])
+def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, repo_root,
+                                                                    profile, section, key):
+    """The number of style references is ``model.style_refs`` alone (training, evaluation and
+    generation); a params file that still sets ``train.style_refs`` or ``generate.n_refs`` is
+    an error that names the old key and where it moved."""
+    import yaml
+
+    data = yaml.safe_load((repo_root / profile).read_text())
+    data[section][key] = 8
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    msg = str(err.value)
+    assert f"{section}: key {key!r} moved to model.style_refs" in msg
+    assert f"remove {section}.{key}" in msg
+
+
+def test_profiles_set_one_number_of_style_references(repo_root):
+    """Demo 4 (CPU budget), paper 15 (the authors' NUM_REFERENCE_IMGS); no other section
+    has a reference count."""
+    from cashg.config import GenerateConfig, ModelConfig, TrainConfig
+
+    assert ModelConfig().style_refs == 15
+    assert load_params(repo_root / "params.yaml")["model"].style_refs == 4
+    assert load_params(repo_root / "params.paper.yaml")["model"].style_refs == 15
+    for cls in (TrainConfig, GenerateConfig):
+        assert not {f.name for f in dataclasses.fields(cls)} & {"style_refs", "n_refs"}

@@ -92,3 +92,59 @@ def test_report_shows_legibility(tmp_path):
     assert "| 0.25 | 10.00 | 0.01 | 0.46 | 0.90 | 0.02 | 0.12 |" in text  # dsd
     assert "| 0.25 | 10.00 | 0.01 | -- | -- | -- | -- |" in text  # deepwriting: no recognizer
     assert "| dsd | 0.029 | 0.023 | 0.906 | 0.149 | 0.125 | 1.135 | 1200 | 271 |" in text
+
+
+def _generated(results, exp: str, **decoding) -> None:
+    """What the generate stage records next to pred.h5 (results/generate/<exp>/summary.json)."""
+    (results / "generate" / exp).mkdir(parents=True, exist_ok=True)
+    record = {"greedy": False, "temperature": 1.0, "bias": 0.0, "max_char_points": 100,
+              "seed": 0, **decoding}
+    (results / "generate" / exp / "summary.json").write_text(json.dumps(
+        {"decoding": record, "style_refs": 15, "sentences": 3}))
+
+
+def _table_section(text: str, title: str) -> str:
+    """The report's section that starts with the heading containing ``title``."""
+    return text.split(title, 1)[1].split("\n## ", 1)[0]
+
+
+def test_report_states_the_decoding_of_each_table(tmp_path):
+    """Under Table 2 and Table 3 the report says which decoding generated the rows, read from
+    the generate stages' own records: one sentence when every row agrees, one line per row
+    when they differ, and 'not recorded' when a stage recorded nothing."""
+    results = tmp_path / "results"
+    for exp in ("dsd", "merged", "merged-no_biswt", "merged-no_gate", "merged-neither"):
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(0.1)))
+    for exp in ("dsd", "merged"):
+        _generated(results, exp, greedy=True)
+    _generated(results, "merged-no_biswt", greedy=True)
+    _generated(results, "merged-no_gate", temperature=0.8, bias=1.0)
+    # merged-neither: no summary.json (an older generate stage)
+    text = build_report(results, tmp_path / "report", ("dsd", "merged"))
+    table2 = _table_section(text, "layout of the paper's Table 2")
+    assert ("Generated with greedy decoding (the authors' decoding): every generated row"
+            in table2)
+    table3 = _table_section(text, "layout of the paper's Table 3")
+    assert "Generated with" not in table3  # the rows differ: one line per row
+    assert "- `merged`: greedy decoding (the authors' decoding)" in table3
+    assert "- `merged-no_biswt`: greedy decoding (the authors' decoding)" in table3
+    assert "- `merged-no_gate`: stochastic sampling, temperature 0.8, bias 1.0" in table3
+    assert "- `merged-neither`: not recorded" in table3
+    # the decoding comes from the generate stage's record, not from params
+    _generated(results, "dsd", greedy=False, temperature=1.0, bias=1.0)
+    _generated(results, "merged", greedy=False, temperature=1.0, bias=1.0)
+    text = build_report(results, tmp_path / "report", ("dsd", "merged"), {})
+    assert ("Generated with stochastic sampling, temperature 1.0, bias 1.0: every generated row"
+            in _table_section(text, "layout of the paper's Table 2"))
+
+
+def test_paper_profile_decodes_greedily_and_demo_samples_with_bias(repo_root):
+    """The paper profile generates the tables with the authors' greedy decoding; the demo keeps
+    stochastic sampling with bias 1.0 (its params comment says why)."""
+    from cashg.params import load_params
+
+    paper = load_params(repo_root / "params.paper.yaml")["generate"]
+    demo = load_params(repo_root / "params.yaml")["generate"]
+    assert paper.greedy is True
+    assert (demo.greedy, demo.temperature, demo.bias) == (False, 1.0, 1.0)

@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from cashg.config import GenerateConfig, TrainConfig
-from cashg.ink import read_ink
+from cashg.ink import InkFile, read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
 from cashg.training import checkpoint as ck
@@ -41,7 +41,7 @@ PAPER = TrainConfig()
 TINY_TRAIN = TrainConfig(
     total_iters=8, stage2_start=3, stage3_start=5, lr=3e-3, warmup_iters=2,
     stage_warmup_iters=2, batch_char=3, batch_bigram=3, batch_sentence=2, sentence_accum=2,
-    vdl_sentence_warmup_start=5, vdl_sentence_warmup_end=7, style_refs=2,
+    vdl_sentence_warmup_start=5, vdl_sentence_warmup_end=7,
     sentence_max_chars=12, val_writers=1, log_interval=2, eval_interval=4, eval_batches=1,
     sample_lines=1, sample_max_chars=6, checkpoint_interval=4, keep_last=2,
     max_nonfinite_steps=2,
@@ -113,7 +113,7 @@ def test_bad_schedule_is_rejected():
 # ---------------------------------------------------------------- data
 def test_batches_are_pure_functions_and_writer_unique(subsets):
     train, _, _, _ = open_data(subsets, TINY_TRAIN, cache=False)
-    a, b = BatchSource(train, TINY_TRAIN), BatchSource(train, TINY_TRAIN)
+    a, b = (BatchSource(train, TINY_TRAIN, style_refs=2) for _ in range(2))
     for stream in ("char", "bigram", "sentence"):
         x, y = a.batch(7, stream, 1, 3), b.batch(7, stream, 1, 3)
         assert torch.equal(x.deltas, y.deltas) and torch.equal(x.style_images, y.style_images)
@@ -124,9 +124,9 @@ def test_batches_are_pure_functions_and_writer_unique(subsets):
     bi = a.batch(3, "bigram", 0, 3)
     assert bi.target_mask[:, 0].sum() == 0 and bi.target_mask[:, 1].all()
     # DDP sharding: the ranks' slices partition the global writer-unique batch
-    shards = [BatchSource(train, TINY_TRAIN, rank=r, world=2).indices(5, "char", 0, 3)
-              for r in range(2)]
-    whole = BatchSource(train, TINY_TRAIN).indices(5, "char", 0, 3)
+    shards = [BatchSource(train, TINY_TRAIN, rank=r, world=2, style_refs=2)
+              .indices(5, "char", 0, 3) for r in range(2)]
+    whole = BatchSource(train, TINY_TRAIN, style_refs=2).indices(5, "char", 0, 3)
     assert sorted(np.concatenate(shards).tolist()) == sorted(whole.tolist())
     assert not set(shards[0].tolist()) & set(shards[1].tolist())
 
@@ -214,7 +214,7 @@ def make_tracked_trainer(subsets: Path, out: Path, **opts) -> Trainer:
     trainer = make_trainer(subsets, out, track=True, **opts)
     trainer.sample_lines = sample_lines_from_test(
         subsets / "test", TINY_TRAIN.sample_lines, TINY_TRAIN.sample_max_chars,
-        TINY_TRAIN.style_refs, TINY.style_image_size)
+        TINY.style_refs, TINY.style_image_size)
     assert trainer.sample_lines
     return trainer
 
@@ -338,7 +338,7 @@ def test_too_many_nonfinite_steps_stop_keeping_last_good_checkpoint(subsets, tmp
 def write_params(path: Path, train: TrainConfig) -> Path:
     data = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     data.update({"model": ck.as_plain(TINY), "train": ck.as_plain(train),
-                 "generate": ck.as_plain(GenerateConfig(batch_size=2, n_refs=2, plot_lines=2,
+                 "generate": ck.as_plain(GenerateConfig(batch_size=2, plot_lines=2,
                                                         limit=3, max_char_points=12))})
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
@@ -377,6 +377,17 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
     assert sorted(pred) == ids
     assert all(pred[i].writer_id == gt[i].writer_id and pred[i].text == gt[i].text for i in ids)
     assert (gen / "lines.png").stat().st_size > 0
+    # the stage records what produced pred.h5: the decoding (read by the report) and the
+    # checkpoint's number of style references
+    summary = json.loads((gen / "summary.json").read_text())
+    assert summary["decoding"] == {"greedy": False, "temperature": 1.0, "bias": 0.0,
+                                   "max_char_points": 12, "seed": 0}
+    assert summary["decoding_text"] == "stochastic sampling, temperature 1.0, bias 0.0"
+    assert summary["style_refs"] == TINY.style_refs == cfg.style_refs
+    assert summary["sentences"] == 3
+    with InkFile(gen / "pred.h5") as f:
+        assert json.loads(f.attrs["decoding"]) == summary["decoding"]
+        assert int(f.attrs["style_refs"]) == TINY.style_refs
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -388,7 +399,7 @@ def test_generate_split_batches_by_length_and_keeps_the_id_order(subsets):
 
     torch.manual_seed(0)
     model = CASHG(TINY).eval()
-    gcfg = GenerateConfig(batch_size=2, n_refs=2, limit=5, max_char_points=6)
+    gcfg = GenerateConfig(batch_size=2, limit=5, max_char_points=6)
     args = (model, TINY, gcfg, subsets / "test" / "gt.h5", subsets / "test" / "style.h5", "cpu",
             False)
     pred, gts = generate_split(*args)
@@ -399,6 +410,45 @@ def test_generate_split_batches_by_length_and_keeps_the_id_order(subsets):
     again, _ = generate_split(*args)
     for p, q in zip(pred, again):
         np.testing.assert_array_equal(p.points, q.points)
+
+
+@pytest.mark.parametrize("refs", [3, 6])
+def test_generate_split_uses_the_models_number_of_style_references(subsets, monkeypatch, refs):
+    """Generation conditions on the checkpoint's ``model.style_refs`` references (the number the
+    model was trained with; the writers have 4 images: 3 evenly spaced or 6 cyclically)."""
+    import cashg.sampling
+    from cashg.model import CASHG
+    from cashg.training.generate_stage import generate_split
+
+    seen = []
+    real = cashg.sampling.sample
+
+    def spy(model, cps, mask, style, opts):
+        seen.append(tuple(style.shape))
+        return real(model, cps, mask, style, opts)
+
+    monkeypatch.setattr(cashg.sampling, "sample", spy)
+    cfg = dataclasses.replace(TINY, style_refs=refs)
+    torch.manual_seed(0)
+    model = CASHG(cfg).eval()
+    gcfg = GenerateConfig(batch_size=2, limit=3, max_char_points=4)
+    generate_split(model, cfg, gcfg, subsets / "test" / "gt.h5", subsets / "test" / "style.h5",
+                   "cpu", False)
+    assert seen and all(s[1] == refs for s in seen)
+
+
+def test_trainer_conditions_on_the_models_number_of_style_references(subsets, tmp_path):
+    """Training batches, held-out evaluation batches and the sample lines all use
+    ``model.style_refs`` (there is no train-side number any more)."""
+    cfg = dataclasses.replace(TINY, style_refs=3)
+    train, val, _, _ = open_data(subsets, TINY_TRAIN, cache=True)
+    trainer = Trainer(cfg, TINY_TRAIN, train, tmp_path, RunOptions(device="cpu", track=False,
+                                                                   progress=False), val_data=val)
+    for source in (trainer.source, trainer.val_source):
+        for stream in ("char", "bigram", "sentence"):
+            assert source.batch(0, stream, 0, 2).style_images.shape[1] == 3
+    with pytest.raises(ValueError, match="model.style_refs"):
+        BatchSource(train, TINY_TRAIN, style_refs=0)
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(subsets, tmp_path):

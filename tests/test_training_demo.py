@@ -16,7 +16,7 @@ from cashg.training.data import BatchSource, SplitData
 from cashg.training.init import data_scaled_init, offset_scale, position_scale
 from cashg.training.trainer import stream_losses
 
-TINY_TRAIN = TrainConfig(style_refs=2, sentence_max_chars=12, val_writers=1,
+TINY_TRAIN = TrainConfig(sentence_max_chars=12, val_writers=1,
                          batch_char=3, batch_bigram=3, batch_sentence=2)
 BUCKETED = dataclasses.replace(TINY_TRAIN, length_buckets=3)
 
@@ -55,7 +55,7 @@ def test_length_buckets_partition_samples_by_point_count(subsets):
 
 def test_bucketed_batches_are_pure_writer_unique_and_one_bucket(subsets):
     data = SplitData(subsets / "train")
-    a, b = BatchSource(data, BUCKETED), BatchSource(data, BUCKETED)
+    a, b = (BatchSource(data, BUCKETED, style_refs=2) for _ in range(2))
     buckets = data.length_buckets("char", 3)
     owner = {int(i): k for k, bk in enumerate(buckets) for v in bk.values() for i in v}
     used = set()
@@ -68,11 +68,11 @@ def test_bucketed_batches_are_pure_writer_unique_and_one_bucket(subsets):
         used.add(owner[int(idx[0])])
     assert len(used) > 1  # buckets are drawn, not fixed
     # DDP shards still partition the bucketed global batch
-    shards = [BatchSource(data, BUCKETED, rank=r, world=2).indices(4, "bigram", 0, 3)
-              for r in range(2)]
+    shards = [BatchSource(data, BUCKETED, rank=r, world=2, style_refs=2)
+              .indices(4, "bigram", 0, 3) for r in range(2)]
     assert sorted(np.concatenate(shards).tolist()) == sorted(a.indices(4, "bigram", 0, 3).tolist())
     # sentence windows are not bucketed: the same draw as without buckets
-    plain = BatchSource(data, TINY_TRAIN)
+    plain = BatchSource(data, TINY_TRAIN, style_refs=2)
     assert np.array_equal(a.indices(5, "sentence", 0, 2), plain.indices(5, "sentence", 0, 2))
 
 
@@ -113,7 +113,7 @@ def test_data_scaled_init_matches_the_data_scale(subsets):
     ref = {k: v.clone() for k, v in model.state_dict().items()}
     data_scaled_init(model, scale)
     k = model.head.n_mixtures
-    batch = BatchSource(data, TrainConfig(style_refs=2)).batch(0, "char", 0, 3)
+    batch = BatchSource(data, TrainConfig(), style_refs=2).batch(0, "char", 0, 3)
     model.eval()
     with torch.no_grad():
         p = model(batch).params
@@ -132,7 +132,7 @@ def test_data_scaled_init_matches_the_data_scale(subsets):
 
 def test_data_init_lowers_the_initial_mixture_loss(subsets):
     data = SplitData(subsets / "train")
-    batch = BatchSource(data, TrainConfig(style_refs=2)).batch(0, "char", 0, 3)
+    batch = BatchSource(data, TrainConfig(), style_refs=2).batch(0, "char", 0, 3)
     losses = []
     for init in (False, True):
         torch.manual_seed(0)
@@ -189,13 +189,15 @@ def test_identity_conditioning_is_learnt(subsets):
 def test_bench_train_script_runs_the_demo_profile():
     """scripts/bench_train.py prints iterations per second (it must keep up with the demo
     profile's options, e.g. train.data_init)."""
+    import os
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))  # this checkout's packages, not an install's
     res = subprocess.run([sys.executable, "scripts/bench_train.py", "--profile", "demo",
                           "--iters", "1", "--stages", "1", "--threads", "1"],
-                         cwd=root, capture_output=True, text=True, timeout=300)
+                         cwd=root, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "stage 1:" in res.stdout and "it/s" in res.stdout
     assert "losses identical across two runs: True" in res.stdout

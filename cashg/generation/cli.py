@@ -5,7 +5,9 @@ The output extension picks the format: ``.png``, ``.svg``, ``.inkml`` or ``.h5``
 folder (sorted by name; any size, converted to grayscale, resized to the model's image size, and
 inverted when the background is light, so that background = 0 and ink = 1 as in the subsets);
 ``--writer ID --style-h5 FILE`` takes that writer's reference images from a subsets ``style.h5``.
-At most ``--n-refs`` references are used, evenly spaced over the sorted list.
+At most ``--n-refs`` references are used, evenly spaced over the sorted list; by default the
+checkpoint's ``model.style_refs``, the number the model was trained with (the generate stage
+always uses that number).
 
 Characters absent from the checkpoint's training inventory (``extra["char_inventory"]``) are
 reported on stderr (the text is still generated as given; ``--strict`` makes them an error).
@@ -28,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     style.add_argument("--style-images", type=Path, help="folder of reference glyph PNGs")
     style.add_argument("--writer", help="writer id in --style-h5")
     parser.add_argument("--style-h5", type=Path, help="subsets style.h5 (with --writer)")
-    parser.add_argument("--n-refs", type=int, default=15, help="reference images used")
+    parser.add_argument("--n-refs", type=int, default=None,
+                        help="reference images used (default: the checkpoint's model.style_refs,"
+                             " the number it was trained with)")
     parser.add_argument("--out", required=True, type=Path,
                         help="output file: .png, .svg, .inkml or .h5 (cashg-ink)")
     parser.add_argument("--seed", type=int, default=0)
@@ -137,12 +141,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"cashg generate: characters never seen in training: {missing!r}", file=sys.stderr)
         if args.strict:
             return 1
+    n_refs = cfg.style_refs if args.n_refs is None else args.n_refs
+    if n_refs < 1:
+        print(f"cashg generate: --n-refs must be >= 1, got {n_refs}", file=sys.stderr)
+        return 2
     try:
         if args.style_images is not None:
-            refs = load_style_folder(args.style_images, cfg.style_image_size, args.n_refs)
+            refs = load_style_folder(args.style_images, cfg.style_image_size, n_refs)
             writer = args.style_images.name
         else:
-            refs = load_style_h5(args.style_h5, args.writer, cfg.style_image_size, args.n_refs)
+            refs = load_style_h5(args.style_h5, args.writer, cfg.style_image_size, n_refs)
             writer = args.writer
     except ValueError as exc:
         print(f"cashg generate: {exc}", file=sys.stderr)

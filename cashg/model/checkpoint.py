@@ -60,13 +60,24 @@ def read_payload(path: str | Path, map_location: str | torch.device = "cpu") -> 
     return payload
 
 
+def _model_config(payload: dict) -> dict:
+    """The stored model config; a checkpoint written before ``style_refs`` was a model key
+    gets the number its training used (``extra.params.train.style_refs``) when recorded."""
+    stored = dict(payload["model_config"])
+    if "style_refs" not in stored:
+        train = (payload.get("extra", {}).get("params") or {}).get("train") or {}
+        if isinstance(train.get("style_refs"), int):
+            stored["style_refs"] = train["style_refs"]
+    return stored
+
+
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
     """``(model, config, extra)`` from a checkpoint; the model is in eval mode."""
     path = Path(path)
     payload = read_payload(path, map_location)
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} != {VERSION}")
-    cfg = build(ModelConfig, payload["model_config"], f"{path}: model_config")
+    cfg = build(ModelConfig, _model_config(payload), f"{path}: model_config")
     model = CASHG(cfg, backbone_config=payload["backbone_config"])
     missing, unexpected = model.load_state_dict(payload["state_dict"], strict=False)
     if missing or unexpected:

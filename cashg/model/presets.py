@@ -16,7 +16,7 @@ from cashg.model.batch import SequenceSample
 TINY = ModelConfig(
     text_backbone="random-canine", canine_hidden=32, canine_layers=1, canine_heads=2,
     canine_intermediate=64, canine_hash_buckets=512, code_table_size=256, code_dim=8,
-    ctx_layers=1, d_model=32, n_heads=4, ffn_dim=64, dropout=0.0, style_cnn_width=8,
+    ctx_layers=1, d_model=32, n_heads=4, ffn_dim=64, dropout=0.0, style_refs=2, style_cnn_width=8,
     style_layers=1, supcon_dim=16, writer_decoder_layers=1, glyph_decoder_layers=1, n_mixtures=3,
 )
 

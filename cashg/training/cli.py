@@ -175,7 +175,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
                       track=not args.no_track, stop_after=args.stop_after,
                       cache_data=not args.no_cache_data, progress=not args.no_progress)
     lines = sample_lines_from_test(data_dir / "test", cfg.sample_lines, cfg.sample_max_chars,
-                                   cfg.style_refs, model_cfg.style_image_size)
+                                   model_cfg.style_refs, model_cfg.style_image_size)
     params = {"model": ck.as_plain(model_cfg), "train": ck.as_plain(cfg),
               "overrides": list(overrides), "data": str(data_dir)}
     inventory = char_inventory(data_dir / "train")

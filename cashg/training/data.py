@@ -32,8 +32,10 @@ Streams (see :class:`~cashg.model.batch.SequenceSample`):
   its points are the teacher-forced window prefix ``y_{s-1}``;
 - sentence: the window's text, every character a target (windows start at word starts).
 
-Style references: ``style_refs`` images of the sample's writer, drawn without replacement when
-the writer has enough images, with replacement otherwise; ink 1, background 0.
+Style references: ``style_refs`` (the model's ``model.style_refs``, the one number that
+training, evaluation and generation use) images of the sample's writer, drawn without
+replacement when the writer has enough images, with replacement otherwise; ink 1,
+background 0.
 """
 
 from __future__ import annotations
@@ -332,11 +334,15 @@ class SplitData:
 
 
 class BatchSource:
-    """Deterministic batches: see the module docstring. ``rank``/``world`` shard each batch."""
+    """Deterministic batches: see the module docstring. ``rank``/``world`` shard each batch;
+    ``style_refs``: reference images per sample (the model config's ``style_refs``)."""
 
     def __init__(self, data: SplitData, cfg: TrainConfig, rank: int = 0, world: int = 1,
-                 purpose: int = PURPOSE_TRAIN):
+                 purpose: int = PURPOSE_TRAIN, *, style_refs: int):
+        if style_refs < 1:
+            raise ValueError(f"model.style_refs must be >= 1, got {style_refs}")
         self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
+        self.style_refs = style_refs
         for s in data.readers:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
@@ -372,7 +378,7 @@ class BatchSource:
             text, chars = it.text, it.chars
             if it.raw is not None:
                 text, chars = crop_sentence(it.text, *it.raw, self.cfg.sentence_max_chars, rng)
-            refs = self.data.style_refs(it.writer, self.cfg.style_refs, rng)
+            refs = self.data.style_refs(it.writer, self.style_refs, rng)
             samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
                                           target=it.target))
         return collate(samples)

@@ -6,12 +6,25 @@
 
 For every ground-truth sentence (sorted ids; the first ``generate.limit`` when > 0) the model
 writes the same text fully autoregressively (paper Sec. 4: one sample per test input) with the
-style references of the same writer (``generate.n_refs`` images of ``--style``, evenly spaced;
-repeated cyclically when a writer has fewer). Outputs in ``--out``:
+style references of the same writer: the checkpoint's ``model.style_refs`` images of ``--style``
+(the number the model was trained with; evenly spaced, repeated cyclically when a writer has
+fewer). Outputs in ``--out``:
 
 - ``pred.h5``: cashg-ink with the GT's sentence ids and writer ids (input of
-  ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``);
-- ``lines.png``: the first ``generate.plot_lines`` sentences, ground truth above generation.
+  ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``); its root attributes
+  ``checkpoint``, ``decoding`` (JSON, see below) and ``style_refs`` say how it was made;
+- ``lines.png``: the first ``generate.plot_lines`` sentences, ground truth above generation;
+- ``summary.json``: what produced ``pred.h5``: ``decoding`` (``greedy``, ``temperature``,
+  ``bias``, ``max_char_points``, ``seed``: :func:`decoding_record`), ``style_refs``, the
+  checkpoint, the number of sentences, the device and the seconds. The report reads the
+  decoding of each table row from here (:func:`describe_decoding`).
+
+Decoding (``generate`` params): ``greedy: true`` takes the mean of the most probable mixture
+component and the most probable pen state at every step, the authors' decoding (their
+``src/model/handwriting_generator.py`` decodes with ``get_seq_from_gmm(...,
+decode="argmax_onehot")``: argmax of the mixture weights, that component's mean, argmax of the
+pen logits); ``greedy: false`` samples stochastically at ``temperature`` with Graves' sampling
+``bias``.
 
 Sentences are generated in batches of ``generate.batch_size`` (default 64; every sentence of a
 batch advances on its own, see :mod:`cashg.sampling`): sorted by text length (ties by id) so
@@ -23,10 +36,29 @@ so a run is reproducible for a given batch size; the outputs keep the sorted-id 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+
+def decoding_record(gcfg) -> dict:
+    """The decoding settings of a :class:`~cashg.config.GenerateConfig` (plain, for JSON)."""
+    return {"greedy": bool(gcfg.greedy), "temperature": float(gcfg.temperature),
+            "bias": float(gcfg.bias), "max_char_points": int(gcfg.max_char_points),
+            "seed": int(gcfg.seed)}
+
+
+def describe_decoding(decoding: Mapping) -> str:
+    """A phrase for a :func:`decoding_record`: ``greedy decoding (the authors' decoding)`` or
+    ``stochastic sampling, temperature T, bias B``."""
+    if decoding.get("greedy"):
+        return "greedy decoding (the authors' decoding)"
+    return (f"stochastic sampling, temperature {float(decoding.get('temperature', 1.0))},"
+            f" bias {float(decoding.get('bias', 0.0))}")
 
 
 def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray:
@@ -40,13 +72,16 @@ def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray
 
 
 def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
-    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order."""
+    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
+    ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config)."""
     import torch
     from tqdm import tqdm
 
     from cashg.ink import InkFile, make_sentence
     from cashg.sampling import SamplingOptions, encode_texts, sample
 
+    if cfg.style_refs < 1:
+        raise ValueError(f"model.style_refs must be >= 1, got {cfg.style_refs}")
     with InkFile(gt_path) as f:
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
@@ -58,8 +93,8 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
     for k, batch in enumerate(tqdm(batches, desc="generate", unit="batch", file=sys.stderr,
                                    disable=not progress)):
         chunk = [gts[i] for i in batch]
-        refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, gcfg.n_refs, memo)
-                         for s in chunk])
+        refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, cfg.style_refs,
+                               memo) for s in chunk])
         cps, mask = encode_texts([s.text for s in chunk], device)
         opts = SamplingOptions(greedy=gcfg.greedy, temperature=gcfg.temperature, bias=gcfg.bias,
                                max_char_points=gcfg.max_char_points, seed=gcfg.seed + k)
@@ -94,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
     try:
         gcfg = load_section("generate", args.params)
         device = resolve_device(args.device)
@@ -111,12 +147,21 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"generate_stage: characters never seen in training: {missing!r}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_ink(args.out / "pred.h5", pred, checkpoint=str(args.checkpoint))
+    decoding = decoding_record(gcfg)
+    write_ink(args.out / "pred.h5", pred, checkpoint=str(args.checkpoint),
+              decoding=json.dumps(decoding, sort_keys=True), style_refs=cfg.style_refs)
     rows = []
     for g, p in list(zip(gts, pred))[: gcfg.plot_lines]:
         rows += [g, p]
     render_png(rows, args.out / "lines.png")
-    print(f"generate_stage: {len(pred)} sentences -> {args.out / 'pred.h5'}, "
+    summary = {"decoding": decoding, "decoding_text": describe_decoding(decoding),
+               "style_refs": cfg.style_refs, "checkpoint": str(args.checkpoint),
+               "sentences": len(pred), "device": str(device),
+               "seconds": round(time.perf_counter() - t0, 2)}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
+                                           encoding="utf-8")
+    print(f"generate_stage: {len(pred)} sentences ({describe_decoding(decoding)}, "
+          f"{cfg.style_refs} style references) -> {args.out / 'pred.h5'}, "
           f"{args.out / 'lines.png'}", file=sys.stderr)
     return 0
 

@@ -109,7 +109,7 @@ def check_schedule(cfg: TrainConfig) -> None:
         raise ValueError("train: total_iters must be >= 1")
     if cfg.vdl_sentence_warmup_end < cfg.vdl_sentence_warmup_start:
         raise ValueError("train: vdl_sentence_warmup_end < vdl_sentence_warmup_start")
-    for name in ("batch_char", "batch_bigram", "batch_sentence", "sentence_accum", "style_refs"):
+    for name in ("batch_char", "batch_bigram", "batch_sentence", "sentence_accum"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"train: {name} must be >= 1")
     if cfg.stage1.char <= 0 and cfg.stage1.bigram <= 0 and cfg.stage1.sentence <= 0:

@@ -170,8 +170,11 @@ class Trainer:
         self.char_inventory = list(char_inventory or [])
         self.params = params or {"model": ck.as_plain(model_cfg), "train": ck.as_plain(cfg)}
         self.sample_lines = sample_lines or []
-        self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world)
-        self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL)
+        # style references per sample: the model's number, in training and evaluation alike
+        self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world,
+                                  style_refs=model_cfg.style_refs)
+        self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL,
+                                       style_refs=model_cfg.style_refs)
                            if val_data is not None else None)
         torch.manual_seed(cfg.seed)
         model = CASHG(model_cfg)
