@@ -52,8 +52,10 @@ class ParseConfig:
     ``min_points_per_stroke``: strokes with fewer (finite) points are dropped (a ``fixed`` row).
     ``percent_runs``: IAM-OnDB transcriptions containing a run of two or more ``%`` (annotation
     marks, not handwriting): ``reject`` the line or ``keep`` it as written.
-    ``placeholder_texts``: transcriptions rejected as placeholders (besides texts without any
-    letter or digit, which are always placeholders).
+    ``placeholder_texts``: extra transcriptions rejected as placeholders (reason
+    ``placeholder_transcription``), besides texts without any letter or digit and the known
+    IAM-OnDB placeholders (``preprocessing.parsers.iam_ondb.KNOWN_PLACEHOLDERS``, e.g.
+    ``Please Enter Transcription here``), which are always rejected.
     ``bad_segmentation``: a line whose segmentation ground truth is invalid (out-of-range
     strokes/points, wrong length, other text) is kept ``unsegmented`` or ``reject``-ed.
     """

@@ -295,6 +295,14 @@ def test_transcription_problem_rules():
     assert transcription_problem("a %% b", opts)[0] == "percent_run"
 
 
+@pytest.mark.parametrize("text", ["Please Enter Transcription here",
+                                  "please enter transcription  here.", "Enter Transcription here"])
+def test_known_placeholder_transcriptions_rejected_by_default(text):
+    """Issue #15 item 2: the IAM-OnDB placeholders were kept as text with the default params."""
+    assert transcription_problem(text, ParseConfig())[0] == "placeholder_transcription"
+    assert transcription_problem("Please enter the shop here", ParseConfig()) is None
+
+
 def test_build_line_record_bad_time_and_no_points():
     opts = ParseConfig()
     strokes = [np.array([[0, 0, 1.0], [1, 1, np.nan]])]

@@ -18,8 +18,10 @@ Decisions (each rejection is a review row with the reason in brackets):
 - No writer id (original file missing, unreadable, without ``<General>``, or without
   ``writerID``) -> every line of the form [``missing_writer_id``].
 - No ascii file or no ``CSR:`` section [``missing_transcription``]; an empty line
-  [``empty_transcription``]; a placeholder (no letter or digit, or listed in params)
-  [``placeholder_transcription``]; a run of two or more ``%`` [``percent_run``] unless
+  [``empty_transcription``]; a placeholder [``placeholder_transcription``]: no letter or digit,
+  one of the placeholders the real ascii files contain (:data:`KNOWN_PLACEHOLDERS`, e.g.
+  ``Please Enter Transcription here``; always rejected) or one listed in
+  ``parse.placeholder_texts``, compared case- and spacing-insensitively; a run of two or more ``%`` [``percent_run``] unless
   ``parse.percent_runs: keep``.
 - A line file that is not well-formed XML (truncated) [``truncated_xml``]; a line with no usable
   point [``no_points``]; file names that are not ``<form>-<NN>.xml`` [``unrecognised_file_name``].
@@ -58,6 +60,15 @@ DATASET = "iam_ondb"
 SPLIT_LISTS = ("trainset", "testset_v", "testset_t", "testset_f")
 _LINE_FILE = re.compile(r"^(?P<form>.+)-(?P<line>\d+)\.xml$")
 _PERCENT_RUN = re.compile(r"%{2,}")
+# Placeholders that the IAM-OnDB transcription tool left in real ascii files instead of a
+# transcription (DESIGN.md section 4, "a placeholder transcription"). Compared after
+# :func:`_placeholder_key`, so case, spacing and trailing dots do not matter.
+KNOWN_PLACEHOLDERS = (
+    "Please Enter Transcription here",
+    "Please enter the transcription here",
+    "Enter Transcription here",
+    "Transcription here",
+)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ALL_X = etree.XPath("//Stroke/Point/@x", smart_strings=False)
 _ALL_Y = etree.XPath("//Stroke/Point/@y", smart_strings=False)
@@ -396,11 +407,18 @@ def build_line_record(
     return LineResult(record, rows)
 
 
+def _placeholder_key(text: str) -> str:
+    """Lower case, single spaces, no surrounding spaces or trailing dots/colons."""
+    return " ".join(text.split()).lower().rstrip(".: ")
+
+
 def transcription_problem(text: str, options: ParseConfig) -> tuple[str, str] | None:
     """``(reason, detail)`` when a CSR line cannot be used as a transcription, else None."""
     if not text.strip():
         return "empty_transcription", "empty CSR line"
-    if text.strip() in options.placeholder_texts or not any(c.isalnum() for c in text):
+    key = _placeholder_key(text)
+    listed = {_placeholder_key(t) for t in (*KNOWN_PLACEHOLDERS, *options.placeholder_texts)}
+    if key in listed or not any(c.isalnum() for c in text):
         return "placeholder_transcription", repr(text)
     if options.percent_runs == "reject" and _PERCENT_RUN.search(text):
         return "percent_run", repr(text)
