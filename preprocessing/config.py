@@ -43,6 +43,13 @@ class DatasetConfig:
     # BRUSH: which drawing variant to read and which files to skip
     variant: Literal["original", "resample20", "resample25"] = "original"
     known_bad: tuple[str, ...] = ()
+    # DeepWriting: chunks of IAM-OnDB writers (subject ids in iam_subjects, inclusive) were
+    # scaled with IAM-OnDB's own min/max, which the file does not store (docs/deepwriting.md).
+    # Their span (x, y) in IAM-OnDB units: iam_span when given, else the min/max of every
+    # point under iam_ondb_root/lineStrokes, else the documented estimate (7300, 9300).
+    iam_subjects: tuple[int, int] = (10000, 99999)
+    iam_span: tuple[float, float] | None = None
+    iam_ondb_root: str = ""
 
 
 @dataclass(frozen=True)

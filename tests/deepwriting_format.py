@@ -87,20 +87,30 @@ def write_npz(
     texts: Sequence[str],
     ops: Sequence[str] = tuple(OPS),
     listed_ops: Sequence[str] | None = None,
+    iam_origin: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """Apply the DeepWriting preprocessing (in ``ops`` order) and save like its scripts do.
 
     ``listed_ops`` is what the file's ``preprocessing`` entry says (default: ``ops``); merged
     source dictionaries list an operation twice although it ran once.
+
+    ``iam_origin = (subject range, min (2,), max (2,))`` mirrors the real release's two origins
+    (docs/deepwriting.md): chunks of subjects in the range are scaled with that min/max (the
+    IAM-OnDB side's own), the others with their own min/max, and only the latter is stored.
+    Without it every chunk is one origin.
     """
     samples = [np.column_stack([c.absolute, c.pen]).astype(np.float64) for c in chunks]
+    in_iam = [iam_origin is not None and iam_origin[0][0] <= int(sub) <= iam_origin[0][1]
+              for sub in subjects]
     stats: dict[str, np.ndarray] = {}
     for op in ops:
         if op == "scale":
-            allp = np.vstack(samples)
+            allp = np.vstack([s for s, iam in zip(samples, in_iam) if not iam])
             stats["min"], stats["max"] = allp.min(0), allp.max(0)
-            for s in samples:
-                s[:, :2] = ((s - stats["min"]) / (stats["max"] - stats["min"]))[:, :2]
+            for s, iam in zip(samples, in_iam):
+                lo, hi = (iam_origin[1], iam_origin[2]) if iam else (stats["min"][:2],
+                                                                     stats["max"][:2])
+                s[:, :2] = (s[:, :2] - lo) / (hi - lo)
         elif op == "origin_translation":
             for s in samples:
                 s[:, :2] -= s[0, :2].copy()
@@ -159,4 +169,5 @@ def fixture_chunks() -> tuple[list[Chunk], list[str], list[int], list[str]]:
             Piece(stroke(50, 0, 5), "s", 3, word=4),
         ]
     )
-    return [c1, c2], ["it is", "Do 's"], [10028, 10029], ["so it is here", "Do 's"]
+    # ETH-recorded writers (ids 123456+): scaled with the min/max the file stores
+    return [c1, c2], ["it is", "Do 's"], [123456, 123457], ["so it is here", "Do 's"]

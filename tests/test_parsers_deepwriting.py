@@ -24,6 +24,7 @@ from deepwriting_format import (
 from preprocessing.config import DatasetConfig
 from preprocessing.parsers.deepwriting import (
     DeepWritingFormatError,
+    OriginScale,
     UnsafePickleError,
     load_npz_restricted,
     parse_dataset,
@@ -58,7 +59,7 @@ def test_round_trip_restores_absolute_points_and_chunk_text(tmp_path: Path) -> N
     recs = list(read_npz(path, report, source="data.npz"))
     assert [r.text for r in recs] == texts  # chunk's own characters, not the source line
     assert [r.meta["line_text"] for r in recs] == ["so it is here", "Do 's"]
-    assert [r.writer_id for r in recs] == ["10028", "10029"]
+    assert [r.writer_id for r in recs] == ["123456", "123457"]
     assert [r.sample_id for r in recs] == ["data-000000", "data-000001"]
     for rec, chunk in zip(recs, chunks, strict=True):
         want = chunk.absolute - chunk.absolute[0]  # translated to the origin by the scripts
@@ -232,7 +233,11 @@ def test_committed_fixture_with_legacy_numpy_module_paths() -> None:
         raw = zf.read("strokes.npy")
     assert b"numpy.core.multiarray" in raw and b"numpy._core" not in raw  # like 2018 files
     report = _report()
-    recs = list(read_npz(path, report))
+    # written (2018) as one origin with subjects 10028/10029: its IAM span is the stored one
+    with zipfile.ZipFile(path) as zf:
+        lo, hi = (np.load(io.BytesIO(zf.read(f"{k}.npy"))) for k in ("min", "max"))
+    one_origin = OriginScale(span=tuple(map(float, (hi - lo)[:2])))
+    recs = list(read_npz(path, report, origin=one_origin))
     _, texts, _, _ = fixture_chunks()
     assert [r.text for r in recs] == texts
     chunks = fixture_chunks()[0]
@@ -252,3 +257,93 @@ def test_parse_dataset(tmp_path: Path, as_file: bool) -> None:
     report.check()
     with pytest.raises(FileNotFoundError):
         parse_dataset(DatasetConfig(format="deepwriting", root=str(tmp_path / "x")), _report())
+
+
+# ------------------------------------------------------------------ two origins, one min/max
+# docs/deepwriting.md: IAM-OnDB writers' chunks (subject ids 10002-10220) were scaled with
+# IAM-OnDB's min/max, ETH writers' chunks (123456+) with ETH's, and only ETH's is stored.
+
+
+def _tall_chunk(x0: float, scale: float) -> object:
+    """A chunk "lo" whose letters are about 1.5x taller than wide (``scale`` units per step)."""
+    k = np.arange(8, dtype=np.float64)
+    down = np.column_stack([x0 + 0.2 * scale * k, scale * 1.5 * k])  # an l-like stroke
+    loop = np.column_stack([x0 + 3 * scale + scale * np.cos(k), 6 * scale + 2 * scale * np.sin(k)])
+    return build_chunk([Piece(down, "l", 0, word=1), Piece(loop, "o", 1, word=1)])
+
+
+def _two_origin_file(tmp_path: Path, iam_lo, iam_hi) -> tuple[Path, list]:
+    eth = [_tall_chunk(0, 10.0), _tall_chunk(1900, 40.0)]  # ETH units: stored span ~2100 x 420
+    iam = [_tall_chunk(300, 60.0), _tall_chunk(3000, 70.0)]  # IAM-OnDB units
+    path = tmp_path / "deepwriting_validation.npz"
+    write_npz(path, [*eth, *iam], [123456, 123457, 10028, 10029], ["lo"] * 4,
+              iam_origin=((10002, 10220), np.asarray(iam_lo, float), np.asarray(iam_hi, float)))
+    return path, [*eth, *iam]
+
+
+def _aspect(points: np.ndarray) -> float:
+    w, h = np.ptp(points, axis=0)
+    return float(h / w)
+
+
+def test_two_origins_iam_chunks_use_the_iam_span_not_the_stored_one(tmp_path: Path) -> None:
+    """Issue #15 item 1: IAM-origin chunks came out squashed (ETH's span for every chunk)."""
+    path, chunks = _two_origin_file(tmp_path, [-200.0, 50.0], [5800.0, 8050.0])  # span 6000x8000
+    report = _report()
+    cfg = DatasetConfig(format="deepwriting", root=str(path), iam_subjects=(10002, 10220),
+                        iam_span=(6000.0, 8000.0))
+    recs = parse_dataset(cfg, report)
+    assert [r.meta["origin"] for r in recs] == ["eth", "eth", "iam", "iam"]
+    for rec, chunk in zip(recs, chunks, strict=True):
+        np.testing.assert_allclose(np.ptp(rec.points, axis=0), np.ptp(chunk.absolute, axis=0),
+                                   rtol=1e-3)
+        assert abs(_aspect(rec.points) / _aspect(chunk.absolute) - 1) < 1e-3
+    rows = {r.reason: r.detail for r in report.rows}
+    assert "(params)" in rows["iam_origin_span"]
+    assert rows["iam_origin_rescaled"].startswith("2 kept chunk(s) of IAM-OnDB writers")
+    report.check()
+
+
+def test_two_origins_default_is_the_documented_estimate(tmp_path: Path) -> None:
+    path, chunks = _two_origin_file(tmp_path, [0.0, 0.0], [7300.0, 9300.0])
+    report = _report()
+    recs = parse_dataset(DatasetConfig(format="deepwriting", root=str(path)), report)
+    for rec, chunk in zip(recs[2:], chunks[2:], strict=True):
+        assert abs(_aspect(rec.points) / _aspect(chunk.absolute) - 1) < 1e-3
+    (row,) = [r for r in report.rows if r.reason == "iam_origin_span"]
+    assert "(estimate)" in row.detail and "iam_ondb_root" in row.detail
+    # the old behaviour: un-scaling with the stored (ETH) span squashes them
+    squashed = list(read_npz(path, origin=OriginScale(subjects=(0, 0))))
+    assert _aspect(squashed[2].points) < 0.5 * _aspect(chunks[2].absolute)
+
+
+def _line_strokes(path: Path, points: list[tuple[int, int]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pts = "\r\n".join(f'      <Point x="{x}" y="{y}" time="1.{i:02d}"/>'
+                      for i, (x, y) in enumerate(points))
+    path.write_bytes((
+        '<?xml version="1.0" encoding="ISO-8859-1"?>\n<WhiteboardCaptureSession>\n'
+        '  <StrokeSet>\n    <Stroke colour="black" start_time="1.00" end_time="1.09">\n'
+        f'{pts}\r\n    </Stroke>\n  </StrokeSet>\n</WhiteboardCaptureSession>\n'
+    ).encode("latin-1"))
+
+
+def test_two_origins_span_derived_from_iam_ondb(tmp_path: Path) -> None:
+    iam_root = tmp_path / "iam"
+    _line_strokes(iam_root / "lineStrokes/a01/a01-000/a01-000u-01.xml", [(-120, 300), (4000, 900)])
+    _line_strokes(iam_root / "lineStrokes/a01/a01-001/a01-001w-01.xml", [(500, 7400), (6880, 60)])
+    (iam_root / "lineStrokes/a01/a01-001/a01-001w-02.xml").write_text("<Whiteboard")  # truncated
+    data = tmp_path / "dw"
+    data.mkdir()
+    path, chunks = _two_origin_file(data, [-120.0, 60.0], [6880.0, 7400.0])
+    report = _report()
+    recs = parse_dataset(DatasetConfig(format="deepwriting", root=str(data),
+                                       iam_ondb_root=str(iam_root)), report)
+    for rec, chunk in zip(recs, chunks, strict=True):
+        np.testing.assert_allclose(np.ptp(rec.points, axis=0), np.ptp(chunk.absolute, axis=0),
+                                   rtol=1e-3)
+    (row,) = [r for r in report.rows if r.reason == "iam_origin_span"]
+    assert "x 7000, y 7340" in row.detail and "2 lineStrokes files (1 unreadable" in row.detail
+    with pytest.raises(FileNotFoundError, match="iam_ondb_root"):
+        parse_dataset(DatasetConfig(format="deepwriting", root=str(data),
+                                    iam_ondb_root=str(tmp_path / "nothing")), _report())

@@ -20,6 +20,14 @@ so a chunk starts at (0, 0) because ``origin_translation`` removed its offset) a
 the scale is per axis and distorts the aspect ratio). Consecutive duplicate entries (left by
 merging source dictionaries) are undone once. Unknown operations reject the file.
 
+Two origins, one stored min/max (DESIGN.md section 4, docs/deepwriting.md): the release merges
+chunks of IAM-OnDB writers (subject ids 10002-10220) and of ETH-recorded writers (123456+). Each
+origin was scaled with its own per-axis min/max, but only ETH's is stored, so ``scale`` is
+undone per chunk: with the stored span for ETH chunks and with the IAM-OnDB span for chunks
+whose subject id is in ``datasets.<key>.iam_subjects`` (:class:`OriginScale`,
+:func:`resolve_origin_scale`). Un-scaling those with ETH's span squashed them about 4x
+vertically. ``mean``/``std`` were computed on the merged data and hold for every chunk.
+
 Segmentation: a character starts at a point with ``soc == 1``; a labelled point without one
 continues the current character when the label is the same, else it is a delayed stroke of the
 most recent character with that label (an ``i`` dot written after the next letters); points
@@ -63,8 +71,98 @@ KNOWN_OPS = (
 )
 
 
+# Span (x, y) of DeepWriting's IAM-OnDB scaling, in IAM-OnDB units, used when neither
+# datasets.<key>.iam_span nor datasets.<key>.iam_ondb_root is given: with it the IAM-origin
+# chunks get the pen-down shape statistics of the ETH-origin chunks (docs/deepwriting.md).
+IAM_SPAN_ESTIMATE = (7300.0, 9300.0)
+
+
 class DeepWritingFormatError(ValueError):
     """A DeepWriting npz that cannot be read (raised in strict mode, no report)."""
+
+
+@dataclass(frozen=True)
+class OriginScale:
+    """How the chunks of IAM-OnDB writers are un-scaled (module docstring, docs/deepwriting.md).
+
+    ``subjects``: inclusive range of the IAM-OnDB writers' subject ids; other chunks are
+    ETH-origin and use the file's stored ``min``/``max``. ``span``: (x, y) IAM-OnDB units that
+    0..1 stands for; ``minimum``: IAM-OnDB's per-axis minimum, added back only when no
+    ``origin_translation`` followed ``scale`` (None: 0, the offset is arbitrary then).
+    ``basis`` says where the span came from (``estimate``, ``params``, ``iam_ondb:<root>``).
+    """
+
+    subjects: tuple[int, int] = (10000, 99999)
+    span: tuple[float, float] = IAM_SPAN_ESTIMATE
+    minimum: tuple[float, float] | None = None
+    basis: str = "estimate"
+
+    def is_iam(self, subject: str) -> bool:
+        """True when ``subject`` (a writer id string) is an IAM-OnDB writer's."""
+        try:
+            sid = int(subject)
+        except ValueError:
+            return False
+        return self.subjects[0] <= sid <= self.subjects[1]
+
+    def describe(self) -> str:
+        return (f"span x {self.span[0]:.6g}, y {self.span[1]:.6g} IAM-OnDB units ({self.basis});"
+                f" subjects {self.subjects[0]}-{self.subjects[1]}")
+
+
+def iam_ondb_extent(root: str | Path) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Per-axis min and max (2,) of every finite point under ``root/lineStrokes``.
+
+    Returns ``(min, max, files_read, files_skipped)``; unreadable (truncated) files are skipped
+    and counted. Raises ``FileNotFoundError`` when there is no ``lineStrokes/**/*.xml``.
+    """
+    from preprocessing.parsers.iam_ondb import read_line_strokes
+    from preprocessing.parsers.safe_xml import XMLFileError
+
+    files = sorted((Path(root) / "lineStrokes").rglob("*.xml"))
+    if not files:
+        raise FileNotFoundError(f"deepwriting: iam_ondb_root {root}: no lineStrokes/**/*.xml"
+                                " to derive the IAM-origin span from")
+    lo = np.full(2, np.inf)
+    hi = np.full(2, -np.inf)
+    skipped = 0
+    for f in files:
+        try:
+            strokes = read_line_strokes(f)
+        except XMLFileError:
+            skipped += 1
+            continue
+        for st in strokes:
+            xy = st[:, :2][np.isfinite(st[:, :2]).all(axis=1)]
+            if len(xy):
+                lo = np.minimum(lo, xy.min(axis=0))
+                hi = np.maximum(hi, xy.max(axis=0))
+    if not np.all(hi > lo):
+        raise ValueError(f"deepwriting: iam_ondb_root {root}: no points with a positive extent"
+                         " in lineStrokes")
+    return lo, hi, len(files) - skipped, skipped
+
+
+def resolve_origin_scale(cfg: DatasetConfig) -> tuple[OriginScale, str]:
+    """The :class:`OriginScale` for ``datasets.<key>`` and a sentence for the review report.
+
+    Precedence: ``iam_span`` (params) > min/max of ``iam_ondb_root``'s lineStrokes > estimate.
+    """
+    if cfg.iam_span is not None:
+        if not all(v > 0 for v in cfg.iam_span):
+            raise ValueError(f"deepwriting: datasets iam_span {cfg.iam_span} must be positive")
+        scale = OriginScale(cfg.iam_subjects, tuple(map(float, cfg.iam_span)), None, "params")
+        return scale, scale.describe()
+    if cfg.iam_ondb_root:
+        lo, hi, read, skipped = iam_ondb_extent(cfg.iam_ondb_root)
+        span = (float(hi[0] - lo[0]), float(hi[1] - lo[1]))
+        scale = OriginScale(cfg.iam_subjects, span, (float(lo[0]), float(lo[1])),
+                            f"iam_ondb:{cfg.iam_ondb_root}")
+        return scale, (f"{scale.describe()}; from {read} lineStrokes files"
+                       f" ({skipped} unreadable skipped)")
+    scale = OriginScale(cfg.iam_subjects)
+    return scale, (f"{scale.describe()}; set datasets.<key>.iam_ondb_root (or iam_span) to"
+                   " derive it from IAM-OnDB")
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,13 +386,17 @@ def read_npz(
     report: ReviewReport | None = None,
     source: str | None = None,
     undo_scale: bool = True,
+    origin: OriginScale | None = None,
 ) -> Iterator[InkRecord]:
     """Records, one per chunk, of a DeepWriting npz (strict without ``report``).
 
     ``text`` is the chunk's own characters (not the whole line, which goes to
     ``meta["line_text"]``); ``points`` are absolute (chunk starts at the origin, y down as in
-    IAM-OnDB); ``char_points`` come from the per-point labels.
+    IAM-OnDB); ``char_points`` come from the per-point labels. ``origin`` says how chunks of
+    IAM-OnDB writers are un-scaled (default :class:`OriginScale`: the documented estimate);
+    ``meta["origin"]`` is ``iam`` or ``eth``.
     """
+    origin = OriginScale() if origin is None else origin
     path = Path(path)
     source = str(path) if source is None else source
     sink = _sink(report, source)
@@ -358,6 +460,10 @@ def read_npz(
     relative = "relative_representation" in ops
     jump_at: list[float] = []
     jump_after: list[float] = []
+    rescale = "scale" in ops and undo_scale
+    iam_min = np.zeros(2) if origin.minimum is None else np.asarray(origin.minimum, np.float64)
+    iam_max = iam_min + np.asarray(origin.span, np.float64)
+    n_iam = 0
     for i in range(n):
         sample = f"{stem}-{i:06d}"
         sink.count(seen=1)
@@ -395,13 +501,15 @@ def read_npz(
         if no_soc:
             sink.warn(sample, "char_without_soc", f"{no_soc} character(s) started without soc")
         pen = s[:, 2] > 0.5
+        writer = _as_str(np.asarray(required["subject_labels"][i]).reshape(-1)[0])
+        from_iam = origin.is_iam(writer)
         xy = restore_xy(
             s[:, :2],
             ops,
             data.get("mean"),
             data.get("std"),
-            data.get("min"),
-            data.get("max"),
+            iam_min if from_iam else data.get("min"),
+            iam_max if from_iam else data.get("max"),
             undo_scale,
         )
         if relative:
@@ -414,32 +522,43 @@ def read_npz(
         if line and text not in line:
             sink.warn(sample, "chunk_text_not_in_line", f"{text!r} not in {line!r}")
         sink.count(kept=1)
+        n_iam += from_iam
         yield InkRecord(
             dataset=DATASET,
-            writer_id=_as_str(np.asarray(required["subject_labels"][i]).reshape(-1)[0]),
+            writer_id=writer,
             sample_id=sample,
             text=text,
             points=np.ascontiguousarray(xy),
             stroke_index=stroke_index,
             char_points=tuple(char_points),
             source=source,
-            meta={"line_text": line, "chunk_index": str(i)},
+            meta={"line_text": line, "chunk_index": str(i), "origin": "iam" if from_iam else "eth"},
         )
     _pen_check(jump_at, jump_after, sink)
+    if rescale and n_iam:
+        sink.warn("*", "iam_origin_rescaled",
+                  f"{n_iam} kept chunk(s) of IAM-OnDB writers un-scaled with {origin.describe()};"
+                  " the others with the stored min/max")
 
 
 # --------------------------------------------------------------------------------------------
 # dataset
 
 
-def _parse_file(job: tuple[str, str, str, str]) -> tuple[list[InkRecord], ReviewReport]:
-    path, source, stage, dataset = job
+def _parse_file(
+    job: tuple[str, str, str, str, OriginScale],
+) -> tuple[list[InkRecord], ReviewReport]:
+    path, source, stage, dataset, origin = job
     report = ReviewReport(stage=stage, dataset=dataset)
-    return list(read_npz(path, report, source)), report
+    return list(read_npz(path, report, source, origin=origin)), report
 
 
 def parse_dataset(cfg: DatasetConfig, report: ReviewReport, workers: int = 1) -> list[InkRecord]:
-    """Parse ``cfg.root`` (one npz, or every ``*.npz`` below it in sorted order)."""
+    """Parse ``cfg.root`` (one npz, or every ``*.npz`` below it in sorted order).
+
+    The IAM-origin span is resolved once (:func:`resolve_origin_scale`) and written to the
+    review report as a ``warning`` row ``iam_origin_span`` saying which span was used and why.
+    """
     root = Path(cfg.root)
     if not root.exists():
         raise FileNotFoundError(f"deepwriting: root {root} does not exist")
@@ -447,7 +566,10 @@ def parse_dataset(cfg: DatasetConfig, report: ReviewReport, workers: int = 1) ->
     if not files:
         raise FileNotFoundError(f"deepwriting: no *.npz files under {root}")
     base = root.parent if root.is_file() else root
-    jobs = [(str(p), p.relative_to(base).as_posix(), report.stage, report.dataset) for p in files]
+    origin, how = resolve_origin_scale(cfg)
+    report.warn("*", "*", "iam_origin_span", how)
+    jobs = [(str(p), p.relative_to(base).as_posix(), report.stage, report.dataset, origin)
+            for p in files]
     records: list[InkRecord] = []
     for recs, rep in run_ordered(_parse_file, jobs, workers, "parse deepwriting"):
         records.extend(recs)
