@@ -17,7 +17,9 @@ import numpy as np
 from cashg.ink import InkSentence, make_sentence
 from preprocessing.config import DatasetConfig, PreprocessConfig
 from preprocessing.geometry import (
+    GeometryShapeError,
     capped_spacing,
+    check_points,
     deskew,
     normalize_height,
     piece_lengths,
@@ -102,7 +104,20 @@ def _sentence_id(sample_id: str) -> str:
 
 
 def preprocess_record(record: InkRecord, s: RecordSettings, trace: bool = False) -> RecordResult:
-    """Run the whole per-sentence pipeline on one record (pure; deterministic)."""
+    """Run the whole per-sentence pipeline on one record (pure; deterministic).
+
+    A malformed array at a geometry entry point raises
+    :class:`~preprocessing.geometry.shapes.GeometryShapeError` naming the record's source file
+    and sample id (a bug upstream, not a data-quality drop: nothing is skipped silently).
+    """
+    try:
+        check_points(record.points, "preprocess_record", "record points")
+        return _preprocess_record(record, s, trace)
+    except GeometryShapeError as exc:
+        raise GeometryShapeError(f"{record.source or '?'}: {record.sample_id}: {exc}") from exc
+
+
+def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> RecordResult:
     review = review_segmentation(record, s.review)
     if review.dropped is not None:
         return RecordResult(None, review.rows)

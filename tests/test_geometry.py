@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from preprocessing.geometry import (
+    GeometryShapeError,
     capped_spacing,
     deskew,
     normalize_height,
@@ -189,3 +190,42 @@ def test_height_exactly_one_and_aspect_kept(points):
     w = points[:, 0].max() - points[:, 0].min()
     assert out[:, 0].max() == pytest.approx(w / h, rel=1e-12)
     assert out.astype(np.float32)[:, 1].max() == np.float32(1.0)
+
+
+# ------------------------------------------------------------------ shape guards (issue #15)
+
+
+_LINE = np.column_stack([np.arange(6.0), np.zeros(6)])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.column_stack([_LINE, np.ones(6)]), r"must be \(N, 2\) x/y, got shape \(6, 3\)"),
+    (_LINE[:, :1], r"must be \(N, 2\) x/y, got shape \(6, 1\)"),
+    (_LINE.ravel(), r"must be \(N, 2\) x/y, got shape \(12,\)"),
+    (np.where(np.arange(12).reshape(6, 2) == 3, np.nan, _LINE), r"has 1 point\(s\) with NaN"),
+])
+def test_geometry_entry_points_refuse_malformed_points(bad, match):
+    """Issue #15 item 13: an (N, 3) or (N, 1) array passed resampling silently."""
+    calls = {
+        "resample_pieces": lambda p: resample_pieces(p, np.array([0, len(p)]), 1.0),
+        "resample_polyline": lambda p: resample_polyline(p, 1.0),
+        "weak_rdp_mask": lambda p: weak_rdp_mask(p, np.array([0, len(p)]), np.array([0, 1]),
+                                                 0.1),
+        "rdp_indices": lambda p: rdp_indices(p, 0.1),
+        "deskew": lambda p: deskew(p),
+        "normalize_height": lambda p: normalize_height(p),
+    }
+    for name, call in calls.items():
+        with pytest.raises(GeometryShapeError, match=f"{name}: points {match}"):
+            call(bad)
+
+
+def test_geometry_offsets_and_spacing_are_checked():
+    with pytest.raises(GeometryShapeError, match=r"piece_offsets must rise from 0 to 6.*0\.\.4"):
+        resample_pieces(_LINE, np.array([0, 4]), 1.0)
+    with pytest.raises(GeometryShapeError, match=r"spacing must be a scalar or \(2,\)"):
+        resample_pieces(_LINE, np.array([0, 3, 6]), np.ones(3))
+    with pytest.raises(GeometryShapeError, match="spacing must be positive"):
+        resample_pieces(_LINE, np.array([0, 6]), 0.0)
+    with pytest.raises(GeometryShapeError, match=r"char_piece_offsets must rise from 0 to 2"):
+        weak_rdp_mask(_LINE, np.array([0, 3, 6]), np.array([0, 1]), 0.1)

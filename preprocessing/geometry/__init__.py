@@ -12,9 +12,13 @@ from preprocessing.geometry.resample import (
     resample_pieces,
     resample_polyline,
 )
+from preprocessing.geometry.shapes import GeometryShapeError, check_offsets, check_points
 
 __all__ = [
+    "GeometryShapeError",
     "capped_spacing",
+    "check_offsets",
+    "check_points",
     "deskew",
     "normalize_height",
     "piece_lengths",

@@ -13,9 +13,12 @@ import math
 
 import numpy as np
 
+from preprocessing.geometry.shapes import check_points
+
 
 def skew_angle_deg(points: np.ndarray) -> float:
     """Angle (degrees) of the least-squares line through ``points`` (N, 2); 0 when undefined."""
+    points = check_points(points, "skew_angle_deg")
     if len(points) < 2:
         return 0.0
     x = points[:, 0] - points[:, 0].mean()
@@ -34,7 +37,7 @@ def rotate(points: np.ndarray, angle_deg: float, center: np.ndarray) -> np.ndarr
     a = math.radians(angle_deg)
     c, s = math.cos(a), math.sin(a)
     rot = np.array([[c, -s], [s, c]])
-    return (np.asarray(points, np.float64) - center) @ rot.T + center
+    return (check_points(points, "rotate") - center) @ rot.T + center
 
 
 def deskew(points: np.ndarray, min_deg: float = 2.0,
@@ -44,7 +47,7 @@ def deskew(points: np.ndarray, min_deg: float = 2.0,
     The returned angle is the estimated skew that was removed (0.0 when skipped, i.e. when
     ``|theta| < min_deg`` or ``|theta| > max_deg``).
     """
-    pts = np.asarray(points, dtype=np.float64)
+    pts = check_points(points, "deskew")
     theta = skew_angle_deg(pts)
     if not (min_deg <= abs(theta) <= max_deg):
         return pts.copy(), 0.0

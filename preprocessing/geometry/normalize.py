@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from preprocessing.geometry.shapes import check_points
+
 
 def normalize_height(points: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
     """``points`` (N, 2) -> (normalised (N, 2) float64, scale, origin (2,)).
 
     ``normalised = (points - origin) / height`` (``scale = 1 / height``) with ``origin`` the bbox's top-left corner and
-    ``scale = 1 / height``. Raises ``ValueError`` when the height is not positive.
+    ``scale = 1 / height``. Raises ``ValueError`` when the height is not positive and
+    :class:`~preprocessing.geometry.shapes.GeometryShapeError` when ``points`` is not (N, 2).
     """
-    pts = np.asarray(points, dtype=np.float64)
+    pts = check_points(points, "normalize_height")
     if not len(pts):
         raise ValueError("cannot normalise an empty trajectory")
     origin = pts.min(axis=0)

@@ -20,6 +20,8 @@ import math
 import numba as nb
 import numpy as np
 
+from preprocessing.geometry.shapes import check_offsets, check_points
+
 
 @nb.njit(cache=True, nogil=True)
 def _pldist(px: float, py: float, sx: float, sy: float, ex: float, ey: float) -> float:
@@ -81,7 +83,8 @@ def _rdp_into(points: np.ndarray, start: int, stop: int, epsilon: float, keep: n
 def rdp_mask(points: np.ndarray, epsilon: float) -> np.ndarray:
     """RDP keep-mask of one polyline: ``points`` (N, 2) float64 -> (N,) bool.
 
-    First and last points are always kept.
+    First and last points are always kept. A numba kernel without shape checks: call
+    :func:`rdp_indices` (checked) from Python code.
     """
     n = points.shape[0]
     keep = np.ones(n, dtype=np.bool_)
@@ -91,8 +94,8 @@ def rdp_mask(points: np.ndarray, epsilon: float) -> np.ndarray:
 
 
 def rdp_indices(points: np.ndarray, epsilon: float) -> np.ndarray:
-    """Indices (K,) int64 of the points RDP keeps, for ``points`` (N, 2)."""
-    pts = np.ascontiguousarray(points, dtype=np.float64)
+    """Indices (K,) int64 of the points RDP keeps, for ``points`` (N, 2) (shape checked)."""
+    pts = check_points(points, "rdp_indices")
     return np.flatnonzero(rdp_mask(pts, float(epsilon)))
 
 
@@ -152,11 +155,16 @@ def weak_rdp_mask(points: np.ndarray, piece_offsets: np.ndarray, char_piece_offs
     Returns:
         keep (N,) bool (piece end points always True) and the epsilon used per character
         (C,) float64 (0 = RDP skipped).
+
+    Raises:
+        GeometryShapeError: points not (N, 2) finite, or offsets that do not cover them.
     """
-    pts = np.ascontiguousarray(points, dtype=np.float64)
+    pts = check_points(points, "weak_rdp_mask")
+    offs = check_offsets(piece_offsets, len(pts), "weak_rdp_mask")
+    char_offs = check_offsets(char_piece_offsets, len(offs) - 1, "weak_rdp_mask",
+                              "char_piece_offsets")
     keep = np.ones(len(pts), dtype=bool)
-    chosen = np.zeros(len(char_piece_offsets) - 1, dtype=np.float64)
-    _weak_rdp_kernel(pts, np.asarray(piece_offsets, np.int64),
-                     np.asarray(char_piece_offsets, np.int64), float(epsilon), int(min_points),
+    chosen = np.zeros(len(char_offs) - 1, dtype=np.float64)
+    _weak_rdp_kernel(pts, offs, char_offs, float(epsilon), int(min_points),
                      int(max_halvings), float(max_removed_fraction), keep, chosen)
     return keep, chosen

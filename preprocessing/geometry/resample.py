@@ -17,6 +17,8 @@ import math
 import numba as nb
 import numpy as np
 
+from preprocessing.geometry.shapes import GeometryShapeError, check_offsets, check_points
+
 
 @nb.njit(cache=True, nogil=True)
 def _n_out(n_in: int, length: float, spacing: float) -> int:
@@ -101,16 +103,27 @@ def resample_pieces(points: np.ndarray, piece_offsets: np.ndarray,
 
     Returns:
         new points (M, 2) float64 and new piece offsets (P + 1,) int64.
+
+    Raises:
+        GeometryShapeError: ``points`` not (N, 2) finite, offsets not rising from 0 to N,
+            ``spacing`` neither a scalar nor (P,), or not positive.
     """
-    pts = np.ascontiguousarray(points, dtype=np.float64)
-    offs = np.asarray(piece_offsets, dtype=np.int64)
-    sp = np.broadcast_to(np.asarray(spacing, dtype=np.float64), (len(offs) - 1,)).copy()
+    pts = check_points(points, "resample_pieces")
+    offs = check_offsets(piece_offsets, len(pts), "resample_pieces")
+    sp_in = np.asarray(spacing, dtype=np.float64)
+    if sp_in.ndim > 1 or (sp_in.ndim == 1 and sp_in.shape != (len(offs) - 1,)):
+        raise GeometryShapeError(f"resample_pieces: spacing must be a scalar or"
+                                 f" ({len(offs) - 1},), got shape {sp_in.shape}")
+    if not np.all(sp_in > 0):
+        raise GeometryShapeError("resample_pieces: spacing must be positive and finite")
+    sp = np.broadcast_to(sp_in, (len(offs) - 1,)).copy()
     return _resample_kernel(pts, offs, sp, piece_lengths(pts, offs))
 
 
 def resample_polyline(points: np.ndarray, spacing: float) -> np.ndarray:
     """One polyline (N, 2) resampled at ``spacing``; first and last point kept. -> (M, 2)."""
-    out, _ = resample_pieces(points, np.array([0, len(points)], np.int64), spacing)
+    pts = check_points(points, "resample_polyline")
+    out, _ = resample_pieces(pts, np.array([0, len(pts)], np.int64), spacing)
     return out
 
 

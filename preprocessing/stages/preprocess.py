@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cashg.params import load_section
 from preprocessing.figures import plot_deskew, plot_resample_rdp
+from preprocessing.geometry import GeometryShapeError
 from preprocessing.preprocess import preprocess_record, preprocess_store, settings_for
 from preprocessing.record_store import RecordStore
 from preprocessing.review import ReviewReport
@@ -47,8 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = ReviewReport("preprocess", args.dataset)
     t0 = time.perf_counter()
-    stats, picks = preprocess_store(args.records, args.out / "sentences.h5", settings, report,
-                                    workers=args.workers, progress=not args.no_progress)
+    try:
+        stats, picks = preprocess_store(args.records, args.out / "sentences.h5", settings,
+                                        report, workers=args.workers,
+                                        progress=not args.no_progress)
+    except GeometryShapeError as exc:
+        print(f"preprocess: dataset {args.dataset!r}: {exc}", file=sys.stderr)
+        return 1
     elapsed = time.perf_counter() - t0
     report.write(args.out / "review.csv")
     summary = {"dataset": args.dataset, **report.summary(), **stats}
