@@ -90,12 +90,18 @@ def _frozen_map(**kw: object) -> Mapping:
 class DeskewConfig:
     """Sentence deskew (paper app. B.1): applied to datasets whose format is in ``formats``
     (IAM and CASIA 2.x text lines, not BRUSH), unless ``datasets`` (dataset key -> bool)
-    overrides it; skipped when the estimated angle is below ``min_deg`` or above ``max_deg``."""
+    overrides it; skipped when the estimated angle is below ``min_deg`` or above ``max_deg``,
+    and (guards for short ink such as DeepWriting chunks, preprocessing/geometry/deskew.py)
+    when the ink along the fitted line is shorter than ``min_length`` times its extent across
+    it, or when the left-half-to-right-half centroid direction disagrees with the fitted angle
+    by more than ``max_disagreement_deg``. Skips are counted by reason in ``summary.json``."""
 
     formats: tuple[str, ...] = ("iam_ondb", "casia_ptts", "casia_wptt")
     datasets: Mapping[str, bool] = field(default_factory=_frozen_map)
     min_deg: float = 2.0
     max_deg: float = 45.0
+    min_length: float = 4.0
+    max_disagreement_deg: float = 5.0
 
 
 @dataclass(frozen=True)

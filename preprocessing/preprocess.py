@@ -20,10 +20,11 @@ from preprocessing.geometry import (
     GeometryShapeError,
     capped_spacing,
     check_points,
-    deskew,
     normalize_height,
     piece_lengths,
     resample_pieces,
+    rotate,
+    skew_estimate,
     weak_rdp_mask,
 )
 from preprocessing.pen_states import (
@@ -44,6 +45,8 @@ class RecordSettings:
     deskew: bool = True
     deskew_min_deg: float = 2.0
     deskew_max_deg: float = 45.0
+    deskew_min_length: float = 4.0
+    deskew_max_disagreement_deg: float = 5.0
     resample: bool = True
     resample_spacing: float = 0.04
     max_points_per_char: int = 100
@@ -67,6 +70,8 @@ def settings_for(key: str, dataset: DatasetConfig, cfg: PreprocessConfig) -> Rec
         deskew=bool(deskew_on),
         deskew_min_deg=cfg.deskew.min_deg,
         deskew_max_deg=cfg.deskew.max_deg,
+        deskew_min_length=cfg.deskew.min_length,
+        deskew_max_disagreement_deg=cfg.deskew.max_disagreement_deg,
         resample=cfg.resample,
         resample_spacing=cfg.resample_spacing,
         max_points_per_char=int(cfg.max_points_per_char[dataset.language]),
@@ -128,9 +133,12 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
     stroke = record.stroke_index[keep]
     n_raw = len(xy)
 
-    angle = 0.0
+    angle, deskew_skip = 0.0, "disabled"
     if s.deskew:
-        xy, angle = deskew(xy, s.deskew_min_deg, s.deskew_max_deg)
+        angle, deskew_skip = skew_estimate(xy, s.deskew_min_deg, s.deskew_max_deg,
+                                           s.deskew_min_length, s.deskew_max_disagreement_deg)
+        if angle != 0.0:
+            xy = rotate(xy, -angle, xy.mean(axis=0))
     height = float(xy[:, 1].max() - xy[:, 1].min())
     if not height > 0.0:
         return RecordResult(None, [("dropped", "zero_height", f"height {height}")])
@@ -207,6 +215,7 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
         "points_final": n_nonspace,
         "points_per_char": counts[nonspace],
         "deskew_deg": float(angle),
+        "deskew_skip": deskew_skip,
         "chars_capped": n_capped,
         "chars_rdp": n_rdp_chars,
         "chars": int(nonspace.sum()),
@@ -365,6 +374,7 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
     totals = {"points_raw": 0, "points_resampled": 0, "points_final": 0, "chars": 0,
               "chars_capped": 0, "chars_rdp": 0}
     angles: list[tuple[float, int]] = []  # (deskew angle, record index)
+    skips: dict[str, int] = {}  # deskew not applied, by reason
     reductions: list[tuple[float, int]] = []  # (point reduction, record index)
 
     def sentences():
@@ -381,6 +391,8 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
             for k in totals:
                 totals[k] += int(st[k])
             angles.append((st["deskew_deg"], i))
+            if st["deskew_skip"] and st["deskew_skip"] != "disabled":
+                skips[st["deskew_skip"]] = skips.get(st["deskew_skip"], 0) + 1
             if st["chars"] >= 3:
                 reductions.append((1.0 - st["points_final"] / max(st["points_raw"], 1), i))
             yield result.sentence
@@ -400,6 +412,7 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
         "point_reduction": round(1.0 - totals["points_final"] / max(totals["points_raw"], 1), 4),
         "points_per_char": _quantiles(ppc),
         "deskew": {"enabled": settings.deskew, "applied": int(len(applied)),
+                   "skipped_by_reason": dict(sorted(skips.items())),
                    "mean_abs_deg": round(float(np.abs(applied).mean()), 3) if len(applied)
                    else 0.0},
     }

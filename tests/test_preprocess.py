@@ -270,3 +270,46 @@ def test_batch_reader_matches_record_store(tmp_path):
         if a.char_points is not None:
             for x, y in zip(a.char_points, b.char_points):
                 np.testing.assert_array_equal(x, y)
+
+
+def test_deskew_guard_skips_short_deepwriting_chunk(tmp_path):
+    """Issue #15 item 5: a two-letter DeepWriting chunk got a ~-23 degree "correction"."""
+    from deepwriting_format import Piece, build_chunk, write_npz
+
+    from preprocessing.config import DatasetConfig, DeskewConfig, PreprocessConfig
+    from preprocessing.geometry import skew_angle_deg
+    from preprocessing.parsers.deepwriting import read_npz
+    from preprocessing.preprocess import settings_for
+
+    t = np.linspace(0, 2 * np.pi, 40)
+    o = np.column_stack([50 + 50 * np.cos(t), 50 + 50 * np.sin(t)])  # x-height 100, y down
+    ell = np.column_stack([130 + 5 * np.linspace(0, 1, 40), np.linspace(-100, 100, 40)])
+    path = tmp_path / "chunk.npz"
+    write_npz(path, [build_chunk([Piece(o, "o", 0, word=1), Piece(ell, "l", 1, word=1)])],
+              [123456], ["old"])
+    (rec,) = read_npz(path)
+    assert abs(skew_angle_deg(rec.points)) > 20  # what the unguarded deskew removed
+    cfg = PreprocessConfig(deskew=DeskewConfig(datasets={"deepwriting": True}))
+    settings = settings_for("deepwriting", DatasetConfig("deepwriting", str(path)), cfg)
+    assert settings.deskew
+    res = preprocess_record(rec, settings)
+    assert res.sentence.attrs["deskew_deg"] == 0.0
+    assert res.stats["deskew_skip"] == "too_short"
+    # a long skewed line with the same settings is still corrected
+    base = np.column_stack([np.linspace(0, 100, 200), np.sin(np.linspace(0, 40, 200))])
+    ang = np.radians(8)
+    rot = base @ np.array([[np.cos(ang), np.sin(ang)], [-np.sin(ang), np.cos(ang)]])
+    line = preprocess_record(_rec([rot], [np.arange(200)], "a"), settings)
+    assert line.sentence.attrs["deskew_deg"] == pytest.approx(8, abs=0.5)
+    assert line.stats["deskew_skip"] == ""
+
+
+def test_deskew_guard_low_confidence():
+    from preprocessing.geometry import skew_estimate
+
+    # long enough, but the slope comes from one tall block at the right end, not a baseline
+    flat = np.column_stack([np.linspace(0, 40, 200), np.zeros(200)])
+    block = np.column_stack([np.full(60, 40.0), np.linspace(-30, 0, 60)])
+    pts = np.vstack([flat, block])
+    theta, reason = skew_estimate(pts, min_length=0.0)
+    assert (theta, reason) == (0.0, "low_confidence")

@@ -3,7 +3,7 @@
 Shapes are in the docstrings; hot loops are numba kernels (``cache=True``).
 """
 
-from preprocessing.geometry.deskew import deskew, rotate, skew_angle_deg
+from preprocessing.geometry.deskew import deskew, rotate, skew_angle_deg, skew_estimate
 from preprocessing.geometry.normalize import normalize_height
 from preprocessing.geometry.rdp import rdp_indices, rdp_mask, weak_rdp_mask
 from preprocessing.geometry.resample import (
@@ -28,5 +28,6 @@ __all__ = [
     "resample_polyline",
     "rotate",
     "skew_angle_deg",
+    "skew_estimate",
     "weak_rdp_mask",
 ]
