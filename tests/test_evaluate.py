@@ -157,3 +157,18 @@ def test_infer_cursive_option():
     # letters are 0.05 height units apart: nothing closer than tau, so no positives inferred
     assert plain["F1_cursive"] == pytest.approx(inferred["F1_cursive"])
     assert plain["F1_cursive"] < 0.01
+
+
+def test_empty_ground_truth_is_an_error(tmp_path, capsys, repo_root):
+    """Issue #15 item 4: an empty test split used to exit 0 with every metric None."""
+    from cashg.evaluation import stage
+
+    (tmp_path / "none.yaml").write_text((repo_root / "params.yaml").read_text())
+    write_ink(tmp_path / "gt.h5", [], benchmark="dsd", split="test")
+    rc = stage.main(["--gt", str(tmp_path / "gt.h5"), "--out", str(tmp_path / "out"),
+                     "--params", str(tmp_path / "none.yaml"), "--protocol", "dsd",
+                     "--no-progress"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "gt.h5: ground truth has 0 sentences (benchmark dsd, split test)" in err
+    assert not (tmp_path / "out" / "self" / "metrics.json").exists()

@@ -434,3 +434,34 @@ def test_drops_are_reported_with_reasons():
     for rep in reps:
         rep.check()
         assert rep.reasons() == {"char_without_points": {"c": 1, "b": 2, "s": 1}[rep.dataset]}
+
+
+@pytest.mark.parametrize("train, test, split", [((0, 5), (90, 99), "test"),
+                                                ((90, 99), (0, 5), "train")])
+def test_empty_split_is_an_error_naming_benchmark_split_and_rule(tmp_path, train, test, split):
+    """Issue #15 item 4: a split with 0 sentences gave exit 0 and metrics that were all None."""
+    inp = tmp_path / "brush.h5"
+    write_ink(inp, synthetic_corpus("brush", 6, 2, seed=5))
+    cfg = build(SubsetsConfig, {})
+    with pytest.raises(SplitError, match=(
+            rf"benchmark 'toy': split '{split}' has 0 sentences \(brush: rule writer_range,"
+            rf" {split}_writers \[90, 99\]\)")):
+        build_benchmark("toy", _bench(train, test), cfg, {"brush": inp}, {}, tmp_path / "out",
+                        progress=False)
+    assert not (tmp_path / "out" / "train").exists()  # nothing half-written
+
+
+def test_empty_split_stage_exits_1(tmp_path, repo_root, capsys):
+    pre = tmp_path / "pre"
+    write_ink(pre / "brush/sentences.h5", synthetic_corpus("brush", 6, 2, seed=5))
+    params = (repo_root / "params.yaml").read_text()
+    params = params.replace("train_writers: [0, 49], test_writers: [50, 59]",
+                            "train_writers: [0, 5], test_writers: [150, 169]")
+    (tmp_path / "params.yaml").write_text(params)
+    rc = stage.main(["--benchmark", "dsd", "--out", str(tmp_path / "out"), "--params",
+                     str(tmp_path / "params.yaml"), "--preprocess-dir", str(pre),
+                     "--no-progress"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "benchmark 'dsd': split 'test' has 0 sentences (brush: rule writer_range," in err
+    assert "writer_outside_split" not in err  # every writer landed in train

@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 from cashg.config import EvaluateConfig
-from cashg.evaluation.evaluate import EvaluationOptions, evaluate, load_pair
+from cashg.evaluation.evaluate import (
+    EmptyGroundTruthError,
+    EvaluationOptions,
+    evaluate,
+    load_pair,
+)
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.protocols import PROTOCOLS
 from cashg.ink import InkFormatError
@@ -96,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         gt, pred = load_pair(args.gt, args.pred)
-    except InkFormatError as exc:
+    except (InkFormatError, EmptyGroundTruthError) as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
     result = evaluate(gt, pred, options, progress=not args.no_progress)

@@ -89,12 +89,26 @@ _MISSING_COLS = ["sentence_id", "side", "reason"]
 _EXCLUDED_COLS = ["sentence_id", "writer_id", "reason"]
 
 
+class EmptyGroundTruthError(ValueError):
+    """A ground-truth ink file holds no sentence: every metric would be None."""
+
+
 def load_pair(gt_path: str | Path, pred_path: str | Path) -> tuple[dict, dict]:
-    """Read both ink files fully (malformed files raise ``InkFormatError`` naming the problem)."""
+    """Read both ink files fully (malformed files raise ``InkFormatError`` naming the problem).
+
+    Raises :class:`EmptyGroundTruthError` when the ground truth holds no sentence (naming the
+    file and, when recorded, its benchmark and split).
+    """
     out = []
-    for path in (gt_path, pred_path):
+    for k, path in enumerate((gt_path, pred_path)):
         with InkFile(path) as f:
             out.append({s.sentence_id: s for s in f})
+            if k == 0 and not out[0]:
+                where = ", ".join(f"{a} {f.attrs[a]!s}" for a in ("benchmark", "split")
+                                  if a in f.attrs)
+                raise EmptyGroundTruthError(
+                    f"{path}: ground truth has 0 sentences{f' ({where})' if where else ''};"
+                    " nothing to evaluate (rebuild the subsets: an empty split is an error there)")
     return out[0], out[1]
 
 

@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 
 from cashg.evaluation.cli import report_missing
-from cashg.evaluation.evaluate import EvaluationOptions, evaluate, load_pair
+from cashg.evaluation.evaluate import (
+    EmptyGroundTruthError,
+    EvaluationOptions,
+    evaluate,
+    load_pair,
+)
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.perturb import perturb_sentences
 from cashg.ink import write_ink
@@ -32,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_section("evaluate", args.params)
     overrides = {"protocol": args.protocol} if args.protocol else {}
     options = EvaluationOptions.from_config(cfg, **overrides)
-    gt, _ = load_pair(args.gt, args.gt)
+    try:
+        gt, _ = load_pair(args.gt, args.gt)
+    except EmptyGroundTruthError as exc:
+        print(f"evaluate stage: {exc}", file=sys.stderr)
+        return 1
     pert = perturb_sentences([gt[k] for k in sorted(gt)], cfg.perturb.seed, cfg.perturb.jitter,
                              cfg.perturb.flip_fraction, cfg.perturb.spacing)
     pert_path = args.out / "perturbed" / "pred.h5"

@@ -25,7 +25,7 @@ from preprocessing.subsets.char_subset import build_char_table
 from preprocessing.subsets.hdf5_schema import write_subset
 from preprocessing.subsets.inputs import SourceSentence, read_source
 from preprocessing.subsets.sentence_subset import build_sentence_table
-from preprocessing.subsets.splits import assign_splits
+from preprocessing.subsets.splits import assign_splits, check_nonempty
 from preprocessing.subsets.stats import split_statistics, stats_markdown
 from preprocessing.subsets.style_images import build_style_table
 from preprocessing.subsets.table import SampleTable
@@ -63,6 +63,9 @@ def build_benchmark(
 ) -> dict:
     """Build all subsets of benchmark ``name``; returns the statistics written to stats.json.
 
+    Raises :class:`~preprocessing.subsets.splits.EmptySplitError` (nothing written) when the
+    train or test split ends with no sentence.
+
     ``inputs`` maps each source key to its preprocessed ``sentences.h5``; ``roots`` maps source
     keys to dataset roots (for the IAM-OnDB lists).
     """
@@ -77,6 +80,7 @@ def build_benchmark(
                                 desc=f"{name}: read {key}", disable=not progress, unit="sent"))
     splits = assign_splits(loaded, bench.sources, roots, split_report)
     split_report.check()
+    check_nonempty(name, splits, bench.sources, loaded, split_report)
     sources = ",".join(bench.sources)
     all_rows = list(split_report.rows)
     stats: dict = {"benchmark": name, "sources": list(bench.sources),

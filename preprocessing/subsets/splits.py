@@ -22,7 +22,10 @@ Rules (``SourceSplitConfig.rule``):
   warning row per shared writer.
 
 After assignment :func:`assert_writer_disjoint` checks the final splits of the whole benchmark
-(writers of ``allow`` sources excepted).
+(writers of ``allow`` sources excepted), and :func:`check_nonempty` raises
+:class:`EmptySplitError` when ``train`` or ``test`` holds no sentence (a benchmark trained or
+evaluated on nothing would otherwise exit 0 with every metric None), naming the benchmark, the
+split, each source's rule for that split and what the sources lost where.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ SPLITS = ("train", "validation", "test")
 
 class SplitError(ValueError):
     """A split definition that cannot be applied (missing list file, overlapping ranges...)."""
+
+
+class EmptySplitError(SplitError):
+    """A benchmark's ``train`` or ``test`` split ends with no sentence."""
 
 
 class WriterOverlapError(SplitError):
@@ -243,3 +250,54 @@ def assign_splits(
     assert_writer_disjoint(merged, {k for k, c in rules.items() if c.on_writer_overlap == "allow"})
     report.kept += sum(len(v) for v in merged.values())
     return {s: merged[s] for s in SPLITS if s in merged}
+
+
+def describe_rule(cfg: SourceSplitConfig, split: str) -> str:
+    """One line saying how ``cfg`` picks the sentences of ``split`` (for error messages)."""
+    if cfg.rule == "writer_range":
+        rng = {"train": cfg.train_writers, "test": cfg.test_writers,
+               "validation": cfg.validation_writers}[split]
+        what = f"{split}_writers {list(rng)}" if rng else f"no {split}_writers"
+    elif cfg.rule == "iam_lists":
+        lists = {"train": cfg.train_lists, "test": cfg.test_lists,
+                 "validation": cfg.validation_lists}[split]
+        what = f"{split}_lists {list(lists)}"
+    else:
+        files = {"train": cfg.train_files, "test": cfg.test_files,
+                 "validation": cfg.validation_files}[split]
+        what = f"{split}_files {list(files)}"
+    return f"rule {cfg.rule}, {what}"
+
+
+def check_nonempty(
+    benchmark: str,
+    splits: Mapping[str, Sequence[SourceSentence]],
+    rules: Mapping[str, SourceSplitConfig],
+    sources: Mapping[str, Sequence[SourceSentence]],
+    report: ReviewReport,
+) -> None:
+    """Raise :class:`EmptySplitError` when ``train`` or ``test`` has no sentence."""
+    for split in ("train", "test"):
+        if splits.get(split):
+            continue
+        how = "; ".join(f"{key}: {describe_rule(cfg, split)}" for key, cfg in rules.items())
+        read = ", ".join(f"{key} {len(sources.get(key, ()))}{_writer_span(sources.get(key, ()))}"
+                         for key in rules)
+        other = ", ".join(f"{k} {len(v)}" for k, v in splits.items() if v) or "none"
+        lost = ", ".join(f"{k}={v}" for k, v in report.reasons().items()) or "none"
+        hint = ("check the split rule against the writer ids / forms / files the sources have"
+                if any(len(sources.get(k, ())) for k in rules) else
+                "the preprocessed sources are empty: see the parse and preprocess review.csv")
+        raise EmptySplitError(
+            f"benchmark {benchmark!r}: split {split!r} has 0 sentences ({how}). Sentences"
+            f" read: {read}; other splits: {other}; dropped by reason: {lost}. {hint}"
+            f" (subsets.benchmarks.{benchmark}.sources in params.yaml)")
+
+
+def _writer_span(sentences: Sequence[SourceSentence]) -> str:
+    """`` (writer ids 0-59)`` when every writer id is an integer, else ``""``."""
+    try:
+        ids = sorted({int(s.source_writer) for s in sentences})
+    except ValueError:
+        return ""
+    return f" (writer ids {ids[0]}-{ids[-1]})" if ids else ""
