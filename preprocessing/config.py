@@ -65,12 +65,15 @@ class ParseConfig:
     ``Please Enter Transcription here``), which are always rejected.
     ``bad_segmentation``: a line whose segmentation ground truth is invalid (out-of-range
     strokes/points, wrong length, other text) is kept ``unsegmented`` or ``reject``-ed.
+    ``min_kept_share``: the stage fails (naming the leading drop reasons and their fix) when it
+    keeps nothing or less than this share of what it saw (issue #15: no silent empty output).
     """
 
     min_points_per_stroke: int = 1
     percent_runs: Literal["reject", "keep"] = "reject"
     placeholder_texts: tuple[str, ...] = ()
     bad_segmentation: Literal["unsegmented", "reject"] = "unsegmented"
+    min_kept_share: float = 0.1
 
 
 PREPROCESSING_SECTIONS: dict[str, type | object] = {
@@ -134,6 +137,9 @@ class PreprocessConfig:
     ``resample_spacing``: arc-length step of the per-stroke resampling, in sentence heights
     (density harmonisation across datasets). ``max_points_per_char``: per language, characters
     with more points are resampled down (100 English, 160 Chinese, app. B.4).
+    ``min_kept_share``: the stage fails (naming the leading drop reasons and their fix, e.g.
+    ``unsegmented`` -> set ``datasets.<key>.segmentation``) when it keeps nothing or less than
+    this share of the parsed records.
     """
 
     deskew: DeskewConfig = DeskewConfig()
@@ -144,6 +150,7 @@ class PreprocessConfig:
     rdp: RdpConfig = RdpConfig()
     review: SegmentationReviewConfig = SegmentationReviewConfig()
     space_points: bool = True  # spaces as pseudo-trajectory segments (paper Sec. 3.4)
+    min_kept_share: float = 0.1
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,49 @@ class ProblemSink:
             self.report.kept += kept
 
 
+class LowYieldError(RuntimeError):
+    """A stage kept none, or too small a share, of its input (see :func:`check_yield`)."""
+
+
+# What a user can do when most items are dropped for a reason. ``{key}`` is the dataset key.
+YIELD_FIXES: dict[str, str] = {
+    "unsegmented": (
+        "the records carry no character segmentation: for IAM-OnDB set"
+        " datasets.{key}.segmentation to the Character-Queries segmentation JSON (a path"
+        " relative to datasets.{key}.root); CASIA .wptt lines have none (use the .ptts files)"),
+    "known_bad": "check datasets.{key}.known_bad",
+    "missing_writer_id": (
+        "writer ids come from original/<aNN>/<form>/strokes*.xml: check that datasets.{key}.root"
+        " holds the original/ folder"),
+    "missing_transcription": "check that datasets.{key}.root holds the ascii/ folder",
+    "csr_xml_count_mismatch": "check that ascii/ and lineStrokes/ come from the same release",
+}
+
+
+def check_yield(report: ReviewReport, min_share: float, key: str, setting: str,
+                review_csv: str | Path) -> None:
+    """Raise :class:`LowYieldError` when ``report`` kept nothing or less than ``min_share``.
+
+    A stage that drops (almost) everything is a wrong setting or wrong data, not a result: it
+    must not pass quietly (issue #15). The message names the stage, the dataset, the counts,
+    the leading drop reasons, a fix where one is known (:data:`YIELD_FIXES`), the threshold's
+    params setting (``setting``) and the review file.
+    """
+    if report.seen == 0:
+        return
+    share = report.kept / report.seen
+    if report.kept > 0 and share >= min_share:
+        return
+    reasons = sorted(report.reasons().items(), key=lambda kv: (-kv[1], kv[0]))
+    top = "; ".join(f"{r} {n}" for r, n in reasons[:3]) or "none recorded"
+    fixes = [YIELD_FIXES[r].format(key=key) for r, _ in reasons[:3] if r in YIELD_FIXES]
+    raise LowYieldError(
+        f"{report.stage}: dataset {key!r} kept {report.kept} of {report.seen}"
+        f" ({100 * share:.1f}%, below {setting} = {min_share:g}); dropped by reason: {top}."
+        + (f" Fix: {' / '.join(fixes)}." if fixes else "")
+        + f" Every drop is listed in {review_csv}.")
+
+
 def read_review_csv(path: str | Path) -> list[ReviewRow]:
     with Path(path).open(newline="", encoding="utf-8") as fh:
         return [ReviewRow(**row) for row in csv.DictReader(fh)]

@@ -126,3 +126,76 @@ def test_demo_corpus_defects_are_all_reported(tmp_path):
     rejected = {row.file: row.reason for row in brush_report.rows if row.action == "rejected"}
     for defect in manifest["defects"]:
         assert rejected.get(defect["file"]) == "known_bad", defect
+
+
+# ------------------------------------------------------------ low-yield guard (issue #15 item 3)
+
+
+def test_iam_without_segmentation_fails_preprocess_with_the_fix(tmp_path, capsys):
+    """Issue #15 item 3: without the Character-Queries JSON every line was dropped as
+    ``unsegmented`` in preprocessing and the stages still exited 0."""
+    from preprocessing.stages import preprocess
+
+    params = _params(tmp_path)
+    data = yaml.safe_load(params.read_text())
+    data["datasets"]["iam"]["segmentation"] = ""
+    params.write_text(yaml.safe_dump(data))
+    out = tmp_path / "parsed"
+    assert main(["--dataset", "iam", "--out", str(out), "--params", str(params)]) == 0
+    rc = preprocess.main(["--dataset", "iam", "--records", str(out / "records.h5"),
+                          "--out", str(tmp_path / "pre"), "--params", str(params),
+                          "--no-progress"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert ("preprocess: dataset 'iam' kept 0 of 4 (0.0%, below preprocess.min_kept_share"
+            " = 0.1); dropped by reason: unsegmented 4. Fix: the records carry no character"
+            " segmentation: for IAM-OnDB set datasets.iam.segmentation") in err
+    assert json.loads((tmp_path / "pre/summary.json").read_text())["kept"] == 0
+    assert not (tmp_path / "pre/deskew_example.png").exists()  # no placeholder figures
+
+
+def test_parse_stage_fails_below_min_kept_share(tmp_path, capsys):
+    # the fixture tree keeps 4 of 12 lines: fine at the default 0.1, an error at 0.5
+    params = _params(tmp_path, min_kept_share=0.5)
+    assert main(["--dataset", "iam", "--out", str(tmp_path / "o"), "--params",
+                 str(params)]) == 1
+    err = capsys.readouterr().err
+    assert "parse: dataset 'iam' kept 4 of 12 (33.3%, below parse.min_kept_share = 0.5)" in err
+    assert "dropped by reason: csr_xml_count_mismatch 2; missing_writer_id 2" in err
+    assert f"{tmp_path / 'o' / 'review.csv'}" in err
+
+
+@pytest.mark.parametrize("writers, sentences", [(2, 2), (3, 4)])
+def test_tiny_demo_corpus_passes_the_yield_guards(tmp_path, writers, sentences):
+    """The demo corpus injects a fixed set of defects; even at a tiny size the parse and
+    preprocess stages keep more than their min_kept_share (the default run never trips)."""
+    from preprocessing.config import DatasetConfig, DemoConfig, ParseConfig, PreprocessConfig
+    from preprocessing.demo.corpus import generate_demo_corpus
+    from preprocessing.preprocess import preprocess_store, settings_for
+    from preprocessing.review import ReviewReport, check_yield
+    from preprocessing.stages.parse import run_parse
+
+    generate_demo_corpus(DemoConfig(writers_per_layout=writers, sentences_per_writer=sentences),
+                         tmp_path / "iam", tmp_path / "brush")
+    live = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    parse_cfg = ParseConfig(min_kept_share=live["parse"]["min_kept_share"])
+    pre_cfg = PreprocessConfig(min_kept_share=live["preprocess"]["min_kept_share"])
+    for key, cfg in (("iam", DatasetConfig("iam_ondb", str(tmp_path / "iam"),
+                                           segmentation="segmentation.json")),
+                     ("brush", DatasetConfig("brush", str(tmp_path / "brush")))):
+        report, _ = run_parse(key, cfg, parse_cfg, tmp_path / "parse" / key, workers=1)
+        check_yield(report, parse_cfg.min_kept_share, key, "parse.min_kept_share", "-")
+        assert report.kept / report.seen >= 2 * parse_cfg.min_kept_share  # margin
+        pre = ReviewReport("preprocess", key)
+        preprocess_store(tmp_path / "parse" / key / "records.h5", tmp_path / f"{key}.h5",
+                         settings_for(key, cfg, pre_cfg), pre, progress=False)
+        check_yield(pre, pre_cfg.min_kept_share, key, "preprocess.min_kept_share", "-")
+        assert pre.kept == pre.seen
+
+
+def test_demo_refuses_one_writer_with_defects(tmp_path):
+    from preprocessing.config import DemoConfig
+    from preprocessing.demo.corpus import generate_demo_corpus
+
+    with pytest.raises(ValueError, match="defects: true needs writers_per_layout >= 2"):
+        generate_demo_corpus(DemoConfig(writers_per_layout=1), tmp_path / "i", tmp_path / "b")

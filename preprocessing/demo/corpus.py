@@ -299,6 +299,11 @@ def generate_demo_corpus(cfg: DemoConfig, out_iam: Path, out_brush: Path,
     """
     if cfg.writers_per_layout < 1 or cfg.scale <= 0:
         raise ValueError("demo: writers_per_layout must be >= 1 and scale > 0")
+    if cfg.defects and cfg.writers_per_layout < 2:
+        # the injected IAM-OnDB defects would take the one writer's only form, and the parse
+        # stage (parse.min_kept_share) would rightly fail on an input it keeps nothing of
+        raise ValueError("demo: defects: true needs writers_per_layout >= 2 (set defects: false"
+                         " for a one-writer corpus)")
     if not 1 <= cfg.lines_per_form_min <= cfg.lines_per_form_max:
         raise ValueError("demo: need 1 <= lines_per_form_min <= lines_per_form_max")
     if len(cfg.iam_split) != 4 or min(cfg.iam_split) < 0 or sum(cfg.iam_split) <= 0:

@@ -12,8 +12,9 @@ Reads ``datasets.KEY`` and ``parse`` from the params file, parses with the forma
 - ``summary.json``: seen / kept / rejected by reason, writers, lines, characters, points,
   segmented lines and the cursive-boundary rate.
 
-Exit status 2 when the dataset root does not exist, 1 when no usable record remains or the
-counts do not reconcile (both with a message naming the dataset).
+Exit status 2 when the dataset root does not exist, 1 when no usable record remains, when less
+than ``parse.min_kept_share`` of the input is kept, or when the counts do not reconcile (all
+with a message naming the dataset, the leading drop reasons and the fix where one is known).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from cashg.params import load_section
 from preprocessing.config import DatasetConfig, ParseConfig
 from preprocessing.record_store import write_records
 from preprocessing.records import InkRecord
-from preprocessing.review import ReviewReport
+from preprocessing.review import LowYieldError, ReviewReport, check_yield
 from preprocessing.summary import cursive_boundaries
 
 
@@ -101,9 +102,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parse: dataset {args.dataset!r}: {exc}", file=sys.stderr)
         return 1
     print(report.summary_line())
-    if summary["kept"] == 0:
+    if summary["kept"] == 0 and summary["seen"] == 0:
         print(f"parse: dataset {args.dataset!r}: no usable record (see {args.out}/review.csv)",
               file=sys.stderr)
+        return 1
+    try:
+        check_yield(report, options.min_kept_share, args.dataset, "parse.min_kept_share",
+                    args.out / "review.csv")
+    except LowYieldError as exc:
+        print(f"parse: {exc}", file=sys.stderr)
         return 1
     return 0
 

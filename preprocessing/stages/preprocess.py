@@ -7,6 +7,10 @@ Writes ``<out>/sentences.h5`` (cashg-ink), ``<out>/review.csv`` (every drop and 
 ``<out>/summary.json`` (counts, drops by reason, points per character) and the figures
 ``<out>/deskew_example.png`` and ``<out>/resample_rdp_example.png``. Reads the ``preprocess``
 and ``datasets.KEY`` sections of params.yaml.
+
+Exits 1 (after writing ``review.csv`` and ``summary.json``, before the figures) when it keeps
+nothing or less than ``preprocess.min_kept_share`` of the records, naming the leading drop
+reasons and the fix (e.g. ``unsegmented``: set ``datasets.KEY.segmentation``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from preprocessing.figures import plot_deskew, plot_resample_rdp
 from preprocessing.geometry import GeometryShapeError
 from preprocessing.preprocess import preprocess_record, preprocess_store, settings_for
 from preprocessing.record_store import RecordStore
-from preprocessing.review import ReviewReport
+from preprocessing.review import LowYieldError, ReviewReport, check_yield
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     report.write(args.out / "review.csv")
     summary = {"dataset": args.dataset, **report.summary(), **stats}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    try:
+        check_yield(report, cfg.min_kept_share, args.dataset, "preprocess.min_kept_share",
+                    args.out / "review.csv")
+    except LowYieldError as exc:
+        print(report.summary_line(), file=sys.stderr)
+        print(f"preprocess: {exc}", file=sys.stderr)
+        return 1
     if not args.no_figures:
         _figures(args.records, args.out, settings, picks, args.dataset)
     print(report.summary_line(), file=sys.stderr)
