@@ -143,11 +143,12 @@ def _casia2_tree(root: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- params and DAG
-def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | None = None
-                ) -> dict:
+def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | None = None,
+                iam_ondb_root: Path | None = None) -> dict:
     """``params.yaml`` with the example's datasets, subsets.benchmarks and ablation blocks and
     its recognizer.benchmarks list, roots replaced (what a user does by hand); ``rename``
-    renames benchmarks (so that a benchmark's name and its protocol differ)."""
+    renames benchmarks (so that a benchmark's name and its protocol differ); an example's
+    ``iam_ondb_root`` (DeepWriting: where the IAM-origin span comes from) is replaced too."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     ex = yaml.safe_load((EXAMPLES / example).read_text())
     assert set(ex) == {"datasets", "subsets", "ablation", "recognizer"}, \
@@ -155,6 +156,10 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     assert set(ex["subsets"]) == {"benchmarks"} and set(ex["recognizer"]) == {"benchmarks"}
     assert set(roots) == set(ex["datasets"]), f"{example}: roots for {sorted(ex['datasets'])}"
     params["datasets"] = {k: {**v, "root": str(roots[k])} for k, v in ex["datasets"].items()}
+    for k, v in params["datasets"].items():
+        if "iam_ondb_root" in v:
+            assert iam_ondb_root is not None, f"{example}: {k} needs iam_ondb_root"
+            v["iam_ondb_root"] = str(iam_ondb_root)
     rename = rename or {}
     params["subsets"]["benchmarks"] = {rename.get(k, k): v
                                        for k, v in ex["subsets"]["benchmarks"].items()}
@@ -288,7 +293,8 @@ def test_brush_swap(trees, tmp_path, monkeypatch):
 
 
 def test_deepwriting_npz_swap(trees, tmp_path, monkeypatch):
-    params = swap_params("deepwriting.yaml", {"deepwriting": trees["deepwriting"]})
+    params = swap_params("deepwriting.yaml", {"deepwriting": trees["deepwriting"]},
+                         iam_ondb_root=trees["iam"])
     root = pipeline_copy(tmp_path / "repo", params)
     check_dag(root, ["deepwriting"], {"deepwriting": "deepwriting"},
               recognizers=("deepwriting",))
@@ -298,6 +304,8 @@ def test_deepwriting_npz_swap(trees, tmp_path, monkeypatch):
                    "test": {"deepwriting:1", "deepwriting:4"}}
     review = (root / "results/subsets/deepwriting/review.csv").read_text()
     assert "deepwriting:1,warning,writer_in_several_splits" in review
+    parse_review = (root / "results/parse/deepwriting/review.csv").read_text()
+    assert f"(iam_ondb:{trees['iam']}); subjects 10000-99999; from" in parse_review
     protocol, _ = gt_protocol(root, "deepwriting")
     assert protocol == "deepwriting"
 
@@ -372,7 +380,7 @@ def test_examples_load(tmp_path):
         ex = yaml.safe_load(example.read_text())
         path = tmp_path / f"{example.stem}.yaml"
         roots = {k: tmp_path for k in ex["datasets"]}
-        path.write_text(yaml.safe_dump(swap_params(example.name, roots)))
+        path.write_text(yaml.safe_dump(swap_params(example.name, roots, iam_ondb_root=tmp_path)))
         load_params(path)
 
 
