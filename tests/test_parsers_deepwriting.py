@@ -301,6 +301,7 @@ def test_two_origins_iam_chunks_use_the_iam_span_not_the_stored_one(tmp_path: Pa
     rows = {r.reason: r.detail for r in report.rows}
     assert "(params)" in rows["iam_origin_span"]
     assert rows["iam_origin_rescaled"].startswith("2 kept chunk(s) of IAM-OnDB writers")
+    assert "median pen-down aspect IAM-OnDB writers " in rows["iam_origin_rescaled"]
     report.check()
 
 
@@ -312,6 +313,10 @@ def test_two_origins_default_is_the_documented_estimate(tmp_path: Path) -> None:
         assert abs(_aspect(rec.points) / _aspect(chunk.absolute) - 1) < 1e-3
     (row,) = [r for r in report.rows if r.reason == "iam_origin_span"]
     assert "(estimate)" in row.detail and "iam_ondb_root" in row.detail
+    (rescaled,) = [r for r in report.rows if r.reason == "iam_origin_rescaled"]
+    shape = rescaled.detail.split("median pen-down aspect ")[1]
+    iam, eth = (float(part.rsplit(" ", 1)[1]) for part in shape.split(", "))
+    assert iam == pytest.approx(eth, rel=0.05)  # both origins have the same shape again
     # the old behaviour: un-scaling with the stored (ETH) span squashes them
     squashed = list(read_npz(path, origin=OriginScale(subjects=(0, 0))))
     assert _aspect(squashed[2].points) < 0.5 * _aspect(chunks[2].absolute)

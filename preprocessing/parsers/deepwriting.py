@@ -280,6 +280,18 @@ def restore_xy(
     return xy
 
 
+def stroke_aspect(xy: np.ndarray, stroke_index: np.ndarray) -> float | None:
+    """Pen-down aspect of a chunk: summed stroke heights / summed stroke widths (None if flat).
+
+    ``xy`` (T, 2), ``stroke_index`` (T,). The two origins of a file should agree on it (about
+    1.4 for handwriting); a squashed origin shows up as a much smaller value.
+    """
+    starts = np.flatnonzero(np.diff(stroke_index, prepend=-1))
+    h = np.maximum.reduceat(xy[:, 1], starts) - np.minimum.reduceat(xy[:, 1], starts)
+    w = np.maximum.reduceat(xy[:, 0], starts) - np.minimum.reduceat(xy[:, 0], starts)
+    return float(h.sum() / w.sum()) if w.sum() > 0 else None
+
+
 @dataclass
 class _Char:
     label: int
@@ -464,6 +476,7 @@ def read_npz(
     iam_min = np.zeros(2) if origin.minimum is None else np.asarray(origin.minimum, np.float64)
     iam_max = iam_min + np.asarray(origin.span, np.float64)
     n_iam = 0
+    aspects: dict[bool, list[float]] = {True: [], False: []}  # from_iam -> per-chunk aspect
     for i in range(n):
         sample = f"{stem}-{i:06d}"
         sink.count(seen=1)
@@ -523,6 +536,8 @@ def read_npz(
             sink.warn(sample, "chunk_text_not_in_line", f"{text!r} not in {line!r}")
         sink.count(kept=1)
         n_iam += from_iam
+        if (aspect := stroke_aspect(xy, stroke_index)) is not None:
+            aspects[from_iam].append(aspect)
         yield InkRecord(
             dataset=DATASET,
             writer_id=writer,
@@ -536,9 +551,11 @@ def read_npz(
         )
     _pen_check(jump_at, jump_after, sink)
     if rescale and n_iam:
+        shape = ", ".join(f"{name} {np.median(aspects[k]):.2f}" for name, k in
+                          (("IAM-OnDB writers", True), ("others", False)) if aspects[k])
         sink.warn("*", "iam_origin_rescaled",
                   f"{n_iam} kept chunk(s) of IAM-OnDB writers un-scaled with {origin.describe()};"
-                  " the others with the stored min/max")
+                  f" the others with the stored min/max; median pen-down aspect {shape}")
 
 
 # --------------------------------------------------------------------------------------------
