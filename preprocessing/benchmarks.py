@@ -17,7 +17,8 @@ protocol        source formats                               paper benchmark
 ==============  ===========================================  ============================
 
 (``casia_wptt`` lines carry no character segmentation, which every protocol needs: the
-preprocessing review drops them as ``unsegmented``.)
+preprocessing review drops them as ``unsegmented``, and the preprocess stage then fails below
+``preprocess.min_kept_share`` naming the fix.)
 """
 
 from __future__ import annotations
