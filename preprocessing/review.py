@@ -166,7 +166,8 @@ def check_yield(report: ReviewReport, min_share: float, key: str, setting: str,
     """Raise :class:`LowYieldError` when ``report`` kept nothing or less than ``min_share``.
 
     A stage that drops (almost) everything is a wrong setting or wrong data, not a result: it
-    must not pass quietly (issue #15). The message names the stage, the dataset, the counts,
+    must not pass quietly (README, "Review reports": large counts of one reason usually mean a
+    wrong root, format, language or split rule). The message names the stage, the dataset, the counts,
     the leading drop reasons, a fix where one is known (:data:`YIELD_FIXES`), the threshold's
     params setting (``setting``) and the review file.
     """
