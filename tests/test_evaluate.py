@@ -157,3 +157,23 @@ def test_infer_cursive_option():
     # letters are 0.05 height units apart: nothing closer than tau, so no positives inferred
     assert plain["F1_cursive"] == pytest.approx(inferred["F1_cursive"])
     assert plain["F1_cursive"] < 0.01
+
+
+def test_no_gt_cursive_positive_gives_dashes_for_every_method():
+    """Item 12c end to end: a ground truth without CursiveEOC positives reports F1_cursive and
+    CRE as missing (``--`` in table.md, paper Sec. 4.1) for a method that predicts positives
+    as for one that does not."""
+    from cashg.evaluation.tables import table2_markdown
+
+    corpus = _corpus()
+    no_ce = {s.sentence_id: make_sentence(s.sentence_id, s.writer_id, s.text, s.xy,
+                                          np.where(s.pen == CE, EOC, s.pen), s.char_index)
+             for s in corpus}
+    with_ce = {s.sentence_id: s for s in corpus}
+    assert any((s.pen == CE).any() for s in with_ce.values())
+    for pred in (with_ce, no_ce):
+        m = evaluate(no_ce, pred, EvaluationOptions(protocol="merged")).metrics
+        assert m["F1_cursive"] is None and m["CRE"] is None
+        assert m["KGS"] is not None and m["SSS"] is not None
+        row = table2_markdown([("merged", "x", m)]).splitlines()[-1].split("|")
+        assert [c.strip() for c in row[3:5]] == ["--", "--"]
