@@ -177,3 +177,41 @@ def test_no_gt_cursive_positive_gives_dashes_for_every_method():
         assert m["KGS"] is not None and m["SSS"] is not None
         row = table2_markdown([("merged", "x", m)]).splitlines()[-1].split("|")
         assert [c.strip() for c in row[3:5]] == ["--", "--"]
+
+
+def _dash(sid, writer, wiggle, stretch=1.0, k=12):
+    """A flat glyph ('-'): its height is a tiny wiggle, its width 0.5 line heights."""
+    x = np.linspace(0, 0.5, k) * stretch
+    xy = np.stack([x, 0.5 + wiggle * np.sin(9 * x + 100 * wiggle)], 1)
+    pen = np.r_[[PM] * (k - 1), EOC]
+    return make_sentence(sid, writer, "-", xy, pen, np.zeros(k, np.int32))
+
+
+def test_sdt_glyph_protocol_uses_sdt_dtw_and_survives_flat_glyphs():
+    """Item 8: the sdt_glyph protocol scores with SDT's DTW (moment normalisation, finite on a
+    dash); per-glyph height normalisation (``dtw_variant: exact``) stays as an option and
+    blows a near-identical dash up by the ratio width / wiggle."""
+    gt = {"d": _dash("d", "w", 0.004)}
+    pred = {"d": _dash("d", "w", 0.003, stretch=1.05)}
+    r = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph"))
+    assert r.details["dtw_variant"] == "sdt" and "SDT" in r.details["dtw_definition"]
+    assert r.metrics["DTW_norm"] < 0.05
+    exact = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph", dtw_variant="exact"))
+    assert exact.details["dtw_variant"] == "exact"
+    assert exact.metrics["DTW_norm"] > 1.0
+    assert evaluate(gt, pred, EvaluationOptions()).details["dtw_variant"] == "exact"  # sentences
+
+
+def test_sdt_glyph_protocol_averages_over_glyphs():
+    """Item 8: SDT reports the mean over all generated glyphs (not a writer-macro mean);
+    Std. is the population std of DTW_norm over the glyphs."""
+    gt = {f"g{i}": _dash(f"g{i}", "w0" if i == 0 else "w1", 0.01 * (i + 1)) for i in range(4)}
+    pred = {k: _dash(k, s.writer_id, 0.02, stretch=1.0 + 0.1 * int(k[1:]))
+            for k, s in gt.items()}
+    r = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph"))
+    norm = r.units["dtw_norm"].to_numpy()
+    assert len(norm) == 4 and len(set(np.round(norm, 9))) == 4
+    assert r.metrics["DTW_norm"] == pytest.approx(norm.mean())
+    assert r.metrics["DTW_std"] == pytest.approx(norm.std())
+    assert r.metrics["DTW_raw"] == pytest.approx(r.units["dtw_raw"].mean())
+    assert r.details["dtw_aggregation"] == "mean over all units"

@@ -19,7 +19,7 @@ from pathlib import Path
 from cashg.config import EvaluateConfig
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate, load_pair
 from cashg.evaluation.outputs import write_outputs
-from cashg.evaluation.protocols import PROTOCOLS
+from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
 from cashg.ink import InkFormatError
 from cashg.params import ParamsError, load_section
 
@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None)
     parser.add_argument("--infer-cursive", action="store_true", default=None,
                         help="derive predicted CURSIVE_EOC labels with the distance heuristic")
-    parser.add_argument("--dtw-variant", choices=["exact", "sdt", "olhwg"], default=None)
+    parser.add_argument("--dtw-variant", choices=["protocol", *DTW_VARIANTS], default=None,
+                        help="DTW definition (default: evaluate.dtw_variant; 'protocol': the"
+                             " protocol's own, SDT's for sdt_glyph and exact otherwise)")
     parser.add_argument("--workers", type=int, default=None,
                         help="DTW threads (a runtime knob; default 2)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
