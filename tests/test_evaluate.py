@@ -1,6 +1,7 @@
 """End to end: cashg evaluate on tiny ink files made in tmp_path."""
 
 import json
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from cashg.evaluation.cli import add_arguments, run
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate, evaluate_files
+from cashg.evaluation.exclusions import ExclusionRecordError, exclusion_record, read_exclusions
 from cashg.evaluation.perturb import perturb_sentences
 from cashg.ink import InkFormatError, make_sentence, write_ink
 from cashg.metrics.boundaries import segmentation_errors
@@ -127,23 +129,102 @@ def test_protocols():
         assert v["DTW_raw"] > 0
 
 
-def test_deepwriting_excludes_symmetrically():
+def _broken(s, chars=(1, 2, 3)):
+    """``s`` with the points of ``chars`` given to character 0: segmentation errors there."""
+    ci = s.char_index.copy()
+    for c in chars:
+        ci[ci == c] = 0
+    return make_sentence(s.sentence_id, s.writer_id, s.text, s.xy, s.pen, ci)
+
+
+def test_deepwriting_exclusions_are_decided_once_from_the_ground_truth():
+    """Item 9: the DeepWriting protocol excludes the same sentences for every method: those
+    whose *ground truth* has segmentation errors in >= 3 characters, from one record. A
+    method's own broken sentence is scored (its missing characters score 0), not dropped."""
     corpus = _corpus()
     gt = {s.sentence_id: s for s in corpus}
-    bad = corpus[1]
-    ci = bad.char_index.copy()
-    ci[ci == 1] = 0  # 'e' owns no points
-    ci[ci == 2] = 0  # 'l'
-    ci[ci == 3] = 0  # 'l'
-    broken = make_sentence(bad.sentence_id, bad.writer_id, bad.text, bad.xy, bad.pen, ci)
-    assert len(segmentation_errors(broken.text, broken.char_index)) == 3
-    pred = dict(gt, s1=broken)
-    r = evaluate(gt, pred, EvaluationOptions(protocol="deepwriting"))
-    assert r.excluded["sentence_id"].tolist() == ["s1"]
-    r2 = evaluate(pred, gt, EvaluationOptions(protocol="deepwriting"))  # GT side broken
-    assert r2.excluded["sentence_id"].tolist() == ["s1"]
-    r3 = evaluate(gt, pred, EvaluationOptions(protocol="merged"))
-    assert r3.excluded.empty and "s1" in r3.sentences["sentence_id"].tolist()
+    gt["s1"] = _broken(gt["s1"])  # "hello  world": e, l, l own no points in the GT
+    assert len(segmentation_errors(gt["s1"].text, gt["s1"].char_index)) == 3
+    record = exclusion_record(gt, 3)
+    assert sorted(record.excluded) == ["s1"]
+    clean = {s.sentence_id: s for s in corpus}
+    method_a = dict(clean)
+    method_b = dict(clean, s4=_broken(clean["s4"], (1, 2, 4)))  # "cat dog": B breaks >= 3
+    opts = EvaluationOptions(protocol="deepwriting")
+    ra = evaluate(gt, method_a, opts, exclusions=record)
+    rb = evaluate(gt, method_b, opts, exclusions=record)
+    assert ra.excluded["sentence_id"].tolist() == rb.excluded["sentence_id"].tolist() == ["s1"]
+    assert ra.sentences["sentence_id"].tolist() == rb.sentences["sentence_id"].tolist()
+    row_b = rb.sentences.set_index("sentence_id").loc["s4"]
+    assert row_b["seg_errors_pred"] >= 3 and row_b["kgs_mean"] < 1
+    assert rb.details["exclusions"]["applied"] and rb.details["exclusions"]["n_excluded"] == 1
+    merged = evaluate(gt, method_b, EvaluationOptions(protocol="merged"))  # excludes nothing
+    assert merged.excluded.empty and "s1" in merged.sentences["sentence_id"].tolist()
+
+
+def test_deepwriting_without_or_with_a_wrong_record_fails_clearly(tmp_path):
+    """Item 9: scoring the DeepWriting protocol without the ground truth's exclusion record,
+    or with a record of another ground truth or threshold, is an error naming the fix."""
+    gt = {s.sentence_id: s for s in _corpus()}
+    opts = EvaluationOptions(protocol="deepwriting")
+    with pytest.raises(ExclusionRecordError, match="no exclusion record.*--exclusions"):
+        evaluate(gt, dict(gt), opts)
+    other = dict(gt, s1=_broken(gt["s1"]))
+    with pytest.raises(ExclusionRecordError, match="different ground truth"):
+        evaluate(gt, dict(gt), opts, exclusions=exclusion_record(other, 3))
+    with pytest.raises(ExclusionRecordError, match="seg_error_threshold 2"):
+        evaluate(gt, dict(gt), opts, exclusions=exclusion_record(gt, 2))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(ExclusionRecordError, match="not a cashg-exclusions file"):
+        read_exclusions(bad)
+
+
+def test_exclusion_record_from_the_gt_stage_applies_to_every_method(tmp_path, capsys):
+    """Item 9 end to end: the evaluate_gt stage writes exclusions.json from the ground truth;
+    `cashg evaluate --protocol deepwriting` applies it to each method's file and refuses to
+    score without it."""
+    import argparse
+
+    from cashg.evaluation import stage
+
+    corpus = _corpus()
+    gt_list = [_broken(s) if s.sentence_id == "s1" else s for s in corpus]
+    write_ink(tmp_path / "gt.h5", gt_list)
+    write_ink(tmp_path / "a.h5", corpus)
+    write_ink(tmp_path / "b.h5", [_broken(s, (1, 2, 4)) if s.sentence_id == "s4" else s
+                                   for s in corpus])
+    import yaml
+
+    repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    repo_params["evaluate"].update(protocol="deepwriting", plot_sentences=0)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(repo_params))
+    assert stage.main(["--gt", str(tmp_path / "gt.h5"), "--out", str(tmp_path / "gt_eval"),
+                       "--params", str(params), "--no-progress"]) == 0
+    record_path = tmp_path / "gt_eval" / "exclusions.json"
+    doc = json.loads(record_path.read_text())
+    assert doc["format"] == "cashg-exclusions" and doc["threshold"] == 3
+    assert [e["sentence_id"] for e in doc["excluded"]] == ["s1"]
+    assert (tmp_path / "gt_eval/self/excluded.csv").read_text().count("s1") == 1
+
+    def cli(pred, *extra):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return run(parser.parse_args(
+            ["--gt", str(tmp_path / "gt.h5"), "--pred", str(tmp_path / f"{pred}.h5"),
+             "--out", str(tmp_path / pred), "--protocol", "deepwriting", "--no-progress",
+             "--params", str(params), *extra]))
+
+    capsys.readouterr()
+    assert cli("a") == 2
+    assert "no exclusion record" in capsys.readouterr().err
+    for pred in ("a", "b"):
+        assert cli(pred, "--exclusions", str(record_path)) == 0
+        excluded = (tmp_path / pred / "excluded.csv").read_text().splitlines()
+        assert len(excluded) == 2 and excluded[1].startswith("s1,")
+        details = json.loads((tmp_path / pred / "details.json").read_text())
+        assert details["exclusions"]["record"] == str(record_path)
 
 
 def test_infer_cursive_option():

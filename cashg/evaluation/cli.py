@@ -3,6 +3,11 @@
 Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
 exists, else from :class:`cashg.config.EvaluateConfig`; command-line options override them.
 
+``--exclusions FILE``: the record of the sentences a protocol excludes (``deepwriting``),
+decided once from the ground truth by the ``evaluate_gt`` stage
+(``results/evaluate_gt/<benchmark>/exclusions.json``, :mod:`cashg.evaluation.exclusions`);
+that protocol refuses to score without it (exit status 2), the others ignore it.
+
 ``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
 lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
 pipeline passes ``--recognizer-if-listed BENCHMARK`` too: the recognizer is then used only when
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from cashg.config import EvaluateConfig
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate, load_pair
+from cashg.evaluation.exclusions import ExclusionRecordError, read_exclusions
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
 from cashg.ink import InkFormatError
@@ -42,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              " protocol's own, SDT's for sdt_glyph and exact otherwise)")
     parser.add_argument("--workers", type=int, default=None,
                         help="DTW threads (a runtime knob; default 2)")
+    parser.add_argument("--exclusions", type=Path, default=None,
+                        help="exclusion record of the ground truth (evaluate_gt stage:"
+                             " results/evaluate_gt/<benchmark>/exclusions.json); required by"
+                             " protocols that exclude sentences (deepwriting)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--method", default=None, help="method name for table.md")
     parser.add_argument("--recognizer", type=Path, default=None,
@@ -98,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         gt, pred = load_pair(args.gt, args.pred)
-    except InkFormatError as exc:
+        record = read_exclusions(args.exclusions) if args.exclusions is not None else None
+        result = evaluate(gt, pred, options, progress=not args.no_progress, exclusions=record)
+    except (InkFormatError, ExclusionRecordError) as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
-    result = evaluate(gt, pred, options, progress=not args.no_progress)
     result.details.update({"gt": str(args.gt), "pred": str(args.pred)})
     if recognizer is not None:
         from cashg.evaluation.legibility import score_legibility

@@ -3,8 +3,10 @@
 Pipeline per matched sentence id (ids matched exactly; one-sided ids are reported in
 ``missing``, never dropped silently):
 
-1. check the pair (same text, both sides have points), count segmentation errors, apply the
-   protocol's exclusion rule (``excluded``);
+1. apply the protocol's exclusion rule (``excluded``): for ``deepwriting`` the sentences of the
+   exclusion record, decided once from the ground truth for every method
+   (:mod:`cashg.evaluation.exclusions`, paper Sec. 4.4); check the pair (same text, both sides
+   have points) and count segmentation errors of both sides (reported, not a reason to drop);
 2. normalise prediction and GT independently (bounding-box origin, divide by height);
 3. DTW on *all* points of the sentence, space pseudo-points included (the paper scores the
    whole (x, y) trajectory; spaces carry the word spacing the metric should see), or per glyph
@@ -37,7 +39,19 @@ import pandas as pd
 from tqdm import tqdm
 
 from cashg.config import EvaluateConfig
-from cashg.evaluation.protocols import DTW_VARIANTS, METRIC_KEYS, RECOGNITION_KEYS, get_protocol
+from cashg.evaluation.exclusions import (
+    ExclusionRecord,
+    ExclusionRecordError,
+    check_record,
+    read_exclusions,
+)
+from cashg.evaluation.protocols import (
+    DTW_VARIANTS,
+    METRIC_KEYS,
+    RECOGNITION_KEYS,
+    Protocol,
+    get_protocol,
+)
 from cashg.ink import InkFile, InkSentence
 from cashg.metrics.boundaries import (
     char_geometry,
@@ -111,11 +125,13 @@ def load_pair(gt_path: str | Path, pred_path: str | Path) -> tuple[dict, dict]:
 
 
 def evaluate_files(
-    gt_path: str | Path, pred_path: str | Path, options: EvaluationOptions, progress: bool = True
+    gt_path: str | Path, pred_path: str | Path, options: EvaluationOptions, progress: bool = True,
+    exclusions_path: str | Path | None = None,
 ) -> EvaluationResult:
-    """Read two cashg-ink files and :func:`evaluate` them."""
+    """Read two cashg-ink files (and the exclusion record, if given) and :func:`evaluate`."""
     gt, pred = load_pair(gt_path, pred_path)
-    result = evaluate(gt, pred, options, progress=progress)
+    record = read_exclusions(exclusions_path) if exclusions_path is not None else None
+    result = evaluate(gt, pred, options, progress=progress, exclusions=record)
     result.details.update({"gt": str(gt_path), "pred": str(pred_path)})
     return result
 
@@ -125,9 +141,16 @@ def evaluate(
     pred: Mapping[str, InkSentence],
     options: EvaluationOptions,
     progress: bool = False,
+    exclusions: ExclusionRecord | None = None,
 ) -> EvaluationResult:
-    """Score ``pred`` against ``gt`` (both keyed by sentence id) under ``options.protocol``."""
+    """Score ``pred`` against ``gt`` (both keyed by sentence id) under ``options.protocol``.
+
+    A protocol that excludes sentences (``deepwriting``) needs ``exclusions``, the record of
+    :func:`cashg.evaluation.exclusions.exclusion_record` for this ``gt``; without it this
+    raises :class:`ExclusionRecordError`. Other protocols ignore it.
+    """
     protocol = get_protocol(options.protocol)
+    excluded_ids = _excluded_ids(protocol, gt, exclusions, options.seg_error_threshold)
     requested = options.dtw_variant
     if requested not in ("protocol", *DTW_VARIANTS):
         raise ValueError(f"unknown dtw variant {requested!r} (protocol, {', '.join(DTW_VARIANTS)})")
@@ -149,6 +172,9 @@ def evaluate(
     bar = tqdm(ids, desc="evaluate: prepare", unit="sent", disable=not progress, file=sys.stderr)
     for sid in bar:
         g = gt[sid]
+        if sid in excluded_ids:
+            excluded.append((sid, g.writer_id, excluded_ids[sid]))
+            continue
         p = pred.get(sid)
         if p is None:
             missing.append((sid, "pred", "sentence in ground truth but not in prediction"))
@@ -162,14 +188,6 @@ def evaluate(
             continue
         err_g = segmentation_errors(g.text, g.char_index)
         err_p = segmentation_errors(p.text, p.char_index)
-        if protocol.exclude_segmentation_errors and (
-            len(err_g) >= options.seg_error_threshold or len(err_p) >= options.seg_error_threshold
-        ):
-            excluded.append((sid, g.writer_id, (
-                f"segmentation errors in {len(err_g)} GT / {len(err_p)} predicted characters"
-                f" (>= {options.seg_error_threshold})"
-            )))
-            continue
         xy_g = normalize_height(g.xy)  # (N, 2) float64
         xy_p = normalize_height(p.xy)  # (M, 2) float64
         row: dict[str, Any] = {
@@ -221,6 +239,7 @@ def evaluate(
         "n_gt": len(gt), "n_pred": len(pred),
         "n_scored": len(sentence_rows), "n_units": len(unit_rows),
         "n_missing": len(missing), "n_excluded": len(excluded),
+        "exclusions": _exclusions_detail(protocol, exclusions),
         "n_writers": int(len(writers)),
         "dtw_points": ("all points of each glyph" if protocol.glyph_level
                        else "all points of the sentence, space pseudo-points included"),
@@ -229,6 +248,35 @@ def evaluate(
     }
     return EvaluationResult(metrics, sentences, units, writers, missing_df,
                             pd.DataFrame(excluded, columns=_EXCLUDED_COLS), details)
+
+
+def _excluded_ids(
+    protocol: Protocol, gt: Mapping[str, InkSentence], record: ExclusionRecord | None,
+    threshold: int,
+) -> dict[str, str]:
+    """``{sentence_id: reason}`` the protocol excludes, from the checked ``record``."""
+    if not protocol.exclude_segmentation_errors:
+        return {}
+    if record is None:
+        raise ExclusionRecordError(
+            f"protocol {protocol.name!r} excludes the sentences whose ground truth has"
+            f" segmentation errors in >= {threshold} characters, decided once from the ground"
+            " truth for every method (paper Sec. 4.4); no exclusion record was given. Pass the"
+            " evaluate_gt stage's results/evaluate_gt/<benchmark>/exclusions.json"
+            " (cashg evaluate --exclusions FILE), or make one with"
+            " python -m cashg.evaluation.stage --gt GT.h5 --out DIR")
+    check_record(record, gt, threshold)
+    return {sid: f"{reason} [{record.source or 'exclusion record'}]"
+            for sid, (_, reason) in record.excluded.items()}
+
+
+def _exclusions_detail(protocol: Protocol, record: ExclusionRecord | None) -> dict[str, Any]:
+    if not protocol.exclude_segmentation_errors:
+        return {"applied": False, "reason": f"protocol {protocol.name!r} excludes nothing"}
+    assert record is not None  # _excluded_ids refused a missing record
+    return {"applied": True, "record": record.source or "in memory",
+            "threshold": record.threshold, "gt_sha256": record.gt_digest,
+            "n_excluded": len(record.excluded), "decided_from": "ground truth only"}
 
 
 def _add_unit(
