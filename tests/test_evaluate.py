@@ -296,3 +296,23 @@ def test_sdt_glyph_protocol_averages_over_glyphs():
     assert r.metrics["DTW_std"] == pytest.approx(norm.std())
     assert r.metrics["DTW_raw"] == pytest.approx(r.units["dtw_raw"].mean())
     assert r.details["dtw_aggregation"] == "mean over all units"
+
+
+def test_pipeline_evaluations_apply_the_gt_stage_exclusion_record():
+    """Item 9 in the DAG: evaluate_gt@<b> writes results/evaluate_gt/<b>/exclusions.json and
+    every evaluation of <b>'s ground truth (evaluate@<b>, evaluate_ablation@<v>) reads it."""
+    import shlex
+
+    from workflow.dag import load_stages
+
+    stages = {s.name: s for s in load_stages(Path(__file__).parents[1])}
+    evaluations = [s for n, s in stages.items() if n.startswith(("evaluate@", "evaluate_ablation@"))]
+    assert evaluations
+    for stage in evaluations:
+        argv = shlex.split(stage.cmd)
+        gt = argv[argv.index("--gt") + 1]
+        bench = Path(gt).parts[2]  # results/subsets/<bench>/test/gt.h5
+        record = f"results/evaluate_gt/{bench}/exclusions.json"
+        assert argv[argv.index("--exclusions") + 1] == record, stage.name
+        assert record in stage.deps, stage.name
+        assert record in {o.path for o in stages[f"evaluate_gt@{bench}"].outs}
