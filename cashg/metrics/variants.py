@@ -18,7 +18,8 @@ name; these are reproduced so that numbers can be compared with theirs:
   both sides go through :func:`sdt_prepare` (moment normalisation, then the first point moved
   to the origin): SDT's generator writes in those units already, other methods do not, and
   the paper normalises prediction and GT independently. Unlike a height normalisation this
-  stays finite on flat glyphs (a dash), as SDT's does.
+  stays small on flat glyphs (a dash); like SDT's, it divides by the x spread, so near-vertical
+  glyphs (l, 1, I) get large values: that is the protocol's definition, kept as is.
 - ``olhwg``: OLHWG's evaluation. Each trajectory is translated to its centroid (mean point)
   and divided by its height, simplified by RDP (epsilon 0.02, per stroke), then FastDTW with
   an L1 step cost (radius 1), divided by the GT path length (our reading of the peers'
