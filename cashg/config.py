@@ -106,13 +106,14 @@ class EvaluateConfig:
     """Evaluation protocol options (paper Sec. 4.1, appendix E). Owned by cashg/evaluation.
 
     ``protocol``: dsd | deepwriting | olhwg | sdt_glyph | merged | none (see
-    ``cashg.evaluation.protocols``). ``dtw_variant``: exact (the paper's metric) or the peers'
-    sdt / olhwg definitions. ``infer_cursive``: derive the prediction's CURSIVE_EOC labels with
+    ``cashg.evaluation.protocols``). ``dtw_variant``: ``protocol`` (the protocol's own DTW:
+    exact, the paper's metric, except SDT's for ``sdt_glyph``) or a fixed one of exact and the
+    peers' sdt / olhwg definitions. ``infer_cursive``: derive the prediction's CURSIVE_EOC labels with
     the distance heuristic (threshold ``tau_conn``) for methods that do not predict them.
     """
 
     protocol: Literal["dsd", "deepwriting", "olhwg", "sdt_glyph", "merged", "none"] = "merged"
-    dtw_variant: Literal["exact", "sdt", "olhwg"] = "exact"
+    dtw_variant: Literal["protocol", "exact", "sdt", "olhwg"] = "protocol"
     infer_cursive: bool = False
     eps: float = 1e-6  # appendix E
     rho: float = 0.5  # KGS/SSS overlap penalty

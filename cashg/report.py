@@ -183,6 +183,15 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         " itself (jitter, flipped boundary labels, spacing changes): it shows the scale of the"
         " metrics, not a competing method.",
         "",
+        "`--` (paper Sec. 4.1): F1_Cursive and CRE when the benchmark's ground truth has no"
+        " cursive (CursiveEOC) boundary, SSS when it has no whitespace run, KGS when it has no"
+        " adjacent-character boundary; a writer without cursive boundaries on either side counts"
+        " with F1 = 1 and CRE = 1 (appendix E). DTW: the exact DTW of height-normalised lines,"
+        " writer-macro (Sec. 4.1); a glyph-level `sdt_glyph` benchmark uses SDT's definition,"
+        " averaged over glyphs (Sec. 4.3). Under the `deepwriting` protocol the ground-truth"
+        " sentences listed in `results/evaluate_gt/<benchmark>/exclusions.json` (segmentation"
+        " errors in 3 or more characters) are left out of every row alike (Sec. 4.4).",
+        "",
         "CER / WER (rec.): character and word error rates of the generated lines transcribed by"
         " the benchmark's recognizer (trained on its ground-truth training lines; not a metric"
         " of the paper); *CER GT* / *WER GT*: the same recognizer on the ground-truth test"

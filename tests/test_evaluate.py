@@ -1,6 +1,7 @@
 """End to end: cashg evaluate on tiny ink files made in tmp_path."""
 
 import json
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from cashg.evaluation.cli import add_arguments, run
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate, evaluate_files
+from cashg.evaluation.exclusions import ExclusionRecordError, exclusion_record, read_exclusions
 from cashg.evaluation.perturb import perturb_sentences
 from cashg.ink import InkFormatError, make_sentence, write_ink
 from cashg.metrics.boundaries import segmentation_errors
@@ -127,23 +129,102 @@ def test_protocols():
         assert v["DTW_raw"] > 0
 
 
-def test_deepwriting_excludes_symmetrically():
+def _broken(s, chars=(1, 2, 3)):
+    """``s`` with the points of ``chars`` given to character 0: segmentation errors there."""
+    ci = s.char_index.copy()
+    for c in chars:
+        ci[ci == c] = 0
+    return make_sentence(s.sentence_id, s.writer_id, s.text, s.xy, s.pen, ci)
+
+
+def test_deepwriting_exclusions_are_decided_once_from_the_ground_truth():
+    """Item 9: the DeepWriting protocol excludes the same sentences for every method: those
+    whose *ground truth* has segmentation errors in >= 3 characters, from one record. A
+    method's own broken sentence is scored (its missing characters score 0), not dropped."""
     corpus = _corpus()
     gt = {s.sentence_id: s for s in corpus}
-    bad = corpus[1]
-    ci = bad.char_index.copy()
-    ci[ci == 1] = 0  # 'e' owns no points
-    ci[ci == 2] = 0  # 'l'
-    ci[ci == 3] = 0  # 'l'
-    broken = make_sentence(bad.sentence_id, bad.writer_id, bad.text, bad.xy, bad.pen, ci)
-    assert len(segmentation_errors(broken.text, broken.char_index)) == 3
-    pred = dict(gt, s1=broken)
-    r = evaluate(gt, pred, EvaluationOptions(protocol="deepwriting"))
-    assert r.excluded["sentence_id"].tolist() == ["s1"]
-    r2 = evaluate(pred, gt, EvaluationOptions(protocol="deepwriting"))  # GT side broken
-    assert r2.excluded["sentence_id"].tolist() == ["s1"]
-    r3 = evaluate(gt, pred, EvaluationOptions(protocol="merged"))
-    assert r3.excluded.empty and "s1" in r3.sentences["sentence_id"].tolist()
+    gt["s1"] = _broken(gt["s1"])  # "hello  world": e, l, l own no points in the GT
+    assert len(segmentation_errors(gt["s1"].text, gt["s1"].char_index)) == 3
+    record = exclusion_record(gt, 3)
+    assert sorted(record.excluded) == ["s1"]
+    clean = {s.sentence_id: s for s in corpus}
+    method_a = dict(clean)
+    method_b = dict(clean, s4=_broken(clean["s4"], (1, 2, 4)))  # "cat dog": B breaks >= 3
+    opts = EvaluationOptions(protocol="deepwriting")
+    ra = evaluate(gt, method_a, opts, exclusions=record)
+    rb = evaluate(gt, method_b, opts, exclusions=record)
+    assert ra.excluded["sentence_id"].tolist() == rb.excluded["sentence_id"].tolist() == ["s1"]
+    assert ra.sentences["sentence_id"].tolist() == rb.sentences["sentence_id"].tolist()
+    row_b = rb.sentences.set_index("sentence_id").loc["s4"]
+    assert row_b["seg_errors_pred"] >= 3 and row_b["kgs_mean"] < 1
+    assert rb.details["exclusions"]["applied"] and rb.details["exclusions"]["n_excluded"] == 1
+    merged = evaluate(gt, method_b, EvaluationOptions(protocol="merged"))  # excludes nothing
+    assert merged.excluded.empty and "s1" in merged.sentences["sentence_id"].tolist()
+
+
+def test_deepwriting_without_or_with_a_wrong_record_fails_clearly(tmp_path):
+    """Item 9: scoring the DeepWriting protocol without the ground truth's exclusion record,
+    or with a record of another ground truth or threshold, is an error naming the fix."""
+    gt = {s.sentence_id: s for s in _corpus()}
+    opts = EvaluationOptions(protocol="deepwriting")
+    with pytest.raises(ExclusionRecordError, match="no exclusion record.*--exclusions"):
+        evaluate(gt, dict(gt), opts)
+    other = dict(gt, s1=_broken(gt["s1"]))
+    with pytest.raises(ExclusionRecordError, match="different ground truth"):
+        evaluate(gt, dict(gt), opts, exclusions=exclusion_record(other, 3))
+    with pytest.raises(ExclusionRecordError, match="seg_error_threshold 2"):
+        evaluate(gt, dict(gt), opts, exclusions=exclusion_record(gt, 2))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(ExclusionRecordError, match="not a cashg-exclusions file"):
+        read_exclusions(bad)
+
+
+def test_exclusion_record_from_the_gt_stage_applies_to_every_method(tmp_path, capsys):
+    """Item 9 end to end: the evaluate_gt stage writes exclusions.json from the ground truth;
+    `cashg evaluate --protocol deepwriting` applies it to each method's file and refuses to
+    score without it."""
+    import argparse
+
+    from cashg.evaluation import stage
+
+    corpus = _corpus()
+    gt_list = [_broken(s) if s.sentence_id == "s1" else s for s in corpus]
+    write_ink(tmp_path / "gt.h5", gt_list)
+    write_ink(tmp_path / "a.h5", corpus)
+    write_ink(tmp_path / "b.h5", [_broken(s, (1, 2, 4)) if s.sentence_id == "s4" else s
+                                   for s in corpus])
+    import yaml
+
+    repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    repo_params["evaluate"].update(protocol="deepwriting", plot_sentences=0)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(repo_params))
+    assert stage.main(["--gt", str(tmp_path / "gt.h5"), "--out", str(tmp_path / "gt_eval"),
+                       "--params", str(params), "--no-progress"]) == 0
+    record_path = tmp_path / "gt_eval" / "exclusions.json"
+    doc = json.loads(record_path.read_text())
+    assert doc["format"] == "cashg-exclusions" and doc["threshold"] == 3
+    assert [e["sentence_id"] for e in doc["excluded"]] == ["s1"]
+    assert (tmp_path / "gt_eval/self/excluded.csv").read_text().count("s1") == 1
+
+    def cli(pred, *extra):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return run(parser.parse_args(
+            ["--gt", str(tmp_path / "gt.h5"), "--pred", str(tmp_path / f"{pred}.h5"),
+             "--out", str(tmp_path / pred), "--protocol", "deepwriting", "--no-progress",
+             "--params", str(params), *extra]))
+
+    capsys.readouterr()
+    assert cli("a") == 2
+    assert "no exclusion record" in capsys.readouterr().err
+    for pred in ("a", "b"):
+        assert cli(pred, "--exclusions", str(record_path)) == 0
+        excluded = (tmp_path / pred / "excluded.csv").read_text().splitlines()
+        assert len(excluded) == 2 and excluded[1].startswith("s1,")
+        details = json.loads((tmp_path / pred / "details.json").read_text())
+        assert details["exclusions"]["record"] == str(record_path)
 
 
 def test_infer_cursive_option():
@@ -172,3 +253,81 @@ def test_empty_ground_truth_is_an_error(tmp_path, capsys, repo_root):
     err = capsys.readouterr().err
     assert "gt.h5: ground truth has 0 sentences (benchmark dsd, split test)" in err
     assert not (tmp_path / "out" / "self" / "metrics.json").exists()
+
+
+def test_no_gt_cursive_positive_gives_dashes_for_every_method():
+    """Item 12c end to end: a ground truth without CursiveEOC positives reports F1_cursive and
+    CRE as missing (``--`` in table.md, paper Sec. 4.1) for a method that predicts positives
+    as for one that does not."""
+    from cashg.evaluation.tables import table2_markdown
+
+    corpus = _corpus()
+    no_ce = {s.sentence_id: make_sentence(s.sentence_id, s.writer_id, s.text, s.xy,
+                                          np.where(s.pen == CE, EOC, s.pen), s.char_index)
+             for s in corpus}
+    with_ce = {s.sentence_id: s for s in corpus}
+    assert any((s.pen == CE).any() for s in with_ce.values())
+    for pred in (with_ce, no_ce):
+        m = evaluate(no_ce, pred, EvaluationOptions(protocol="merged")).metrics
+        assert m["F1_cursive"] is None and m["CRE"] is None
+        assert m["KGS"] is not None and m["SSS"] is not None
+        row = table2_markdown([("merged", "x", m)]).splitlines()[-1].split("|")
+        assert [c.strip() for c in row[3:5]] == ["--", "--"]
+
+
+def _dash(sid, writer, wiggle, stretch=1.0, k=12):
+    """A flat glyph ('-'): its height is a tiny wiggle, its width 0.5 line heights."""
+    x = np.linspace(0, 0.5, k) * stretch
+    xy = np.stack([x, 0.5 + wiggle * np.sin(9 * x + 100 * wiggle)], 1)
+    pen = np.r_[[PM] * (k - 1), EOC]
+    return make_sentence(sid, writer, "-", xy, pen, np.zeros(k, np.int32))
+
+
+def test_sdt_glyph_protocol_uses_sdt_dtw_and_survives_flat_glyphs():
+    """Item 8: the sdt_glyph protocol scores with SDT's DTW (moment normalisation, finite on a
+    dash); per-glyph height normalisation (``dtw_variant: exact``) stays as an option and
+    blows a near-identical dash up by the ratio width / wiggle."""
+    gt = {"d": _dash("d", "w", 0.004)}
+    pred = {"d": _dash("d", "w", 0.003, stretch=1.05)}
+    r = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph"))
+    assert r.details["dtw_variant"] == "sdt" and "SDT" in r.details["dtw_definition"]
+    assert r.metrics["DTW_norm"] < 0.05
+    exact = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph", dtw_variant="exact"))
+    assert exact.details["dtw_variant"] == "exact"
+    assert exact.metrics["DTW_norm"] > 1.0
+    assert evaluate(gt, pred, EvaluationOptions()).details["dtw_variant"] == "exact"  # sentences
+
+
+def test_sdt_glyph_protocol_averages_over_glyphs():
+    """Item 8: SDT reports the mean over all generated glyphs (not a writer-macro mean);
+    Std. is the population std of DTW_norm over the glyphs."""
+    gt = {f"g{i}": _dash(f"g{i}", "w0" if i == 0 else "w1", 0.01 * (i + 1)) for i in range(4)}
+    pred = {k: _dash(k, s.writer_id, 0.02, stretch=1.0 + 0.1 * int(k[1:]))
+            for k, s in gt.items()}
+    r = evaluate(gt, pred, EvaluationOptions(protocol="sdt_glyph"))
+    norm = r.units["dtw_norm"].to_numpy()
+    assert len(norm) == 4 and len(set(np.round(norm, 9))) == 4
+    assert r.metrics["DTW_norm"] == pytest.approx(norm.mean())
+    assert r.metrics["DTW_std"] == pytest.approx(norm.std())
+    assert r.metrics["DTW_raw"] == pytest.approx(r.units["dtw_raw"].mean())
+    assert r.details["dtw_aggregation"] == "mean over all units"
+
+
+def test_pipeline_evaluations_apply_the_gt_stage_exclusion_record():
+    """Item 9 in the DAG: evaluate_gt@<b> writes results/evaluate_gt/<b>/exclusions.json and
+    every evaluation of <b>'s ground truth (evaluate@<b>, evaluate_ablation@<v>) reads it."""
+    import shlex
+
+    from workflow.dag import load_stages
+
+    stages = {s.name: s for s in load_stages(Path(__file__).parents[1])}
+    evaluations = [s for n, s in stages.items() if n.startswith(("evaluate@", "evaluate_ablation@"))]
+    assert evaluations
+    for stage in evaluations:
+        argv = shlex.split(stage.cmd)
+        gt = argv[argv.index("--gt") + 1]
+        bench = Path(gt).parts[2]  # results/subsets/<bench>/test/gt.h5
+        record = f"results/evaluate_gt/{bench}/exclusions.json"
+        assert argv[argv.index("--exclusions") + 1] == record, stage.name
+        assert record in stage.deps, stage.name
+        assert record in {o.path for o in stages[f"evaluate_gt@{bench}"].outs}

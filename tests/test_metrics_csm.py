@@ -114,18 +114,47 @@ def test_sentences_without_boundaries_count_in_cre():
     assert cre_from_rates([0.5, 0.0], [0.0, 0.0]) == pytest.approx(0.75)
 
 
-def test_writer_without_positives_and_without_boundaries():
+_EMPTY = SentenceCSM(0, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0.0, 0)  # a sentence with no boundary
+
+
+def test_writer_without_boundaries_gets_f1_and_cre_one():
+    """Item 12a: no cursive boundary on either side -> F1_w = 1 (appendix E convention), and
+    CRE_w = 1 (sentences with |B_i| = 0 count with r_i = 0); such a writer is in the macro."""
     no_pos = writer_csm([_rate_sentence(0, 0, 4)])
-    assert no_pos.f1_cursive == 1.0
-    empty = writer_csm([SentenceCSM(0, 0, 0, 0, 0.0, 0.0, 0.0, 0, 0.0, 0)])
-    assert empty.f1_cursive is None and empty.kgs is None and empty.sss is None
+    assert no_pos.f1_cursive == 1.0 and no_pos.cre == pytest.approx(1.0)
+    empty = writer_csm([_EMPTY, _EMPTY])
+    assert empty.f1_cursive == 1.0 and empty.cre == pytest.approx(1.0)
+    assert empty.kgs is None and empty.sss is None  # nothing to average over: left out
     pos = writer_csm([_rate_sentence(2, 1, 4)])
     macro = macro_csm([no_pos, empty, pos])
-    # the empty writer is left out of the macro mean; the no-positive writer counts as 1
-    assert macro["F1_cursive"] == pytest.approx((1.0 + pos.f1_cursive) / 2)
+    assert macro["F1_cursive"] == pytest.approx((1.0 + 1.0 + pos.f1_cursive) / 3)
+    assert macro["CRE"] == pytest.approx((1.0 + 1.0 + pos.cre) / 3)
+    assert macro["KGS"] == pytest.approx(np.mean([no_pos.kgs, pos.kgs]))
     assert macro["SSS"] is None  # no space run anywhere -> missing, not zero
-    only_neg = macro_csm([no_pos])
-    assert only_neg["F1_cursive"] is None and only_neg["CRE"] is None
+
+
+def test_writer_with_only_predicted_positives_gets_f1_zero():
+    """Item 12b: in a set with GT positives, a writer with none in GT but some predicted
+    gets F1_w = 0 by Eq. (f1_cursive), and counts in the macro mean."""
+    spurious = writer_csm([_rate_sentence(0, 3, 4)])
+    assert spurious.f1_cursive == pytest.approx(0.0, abs=1e-6)
+    assert spurious.cre == pytest.approx(1 - 3 / 4, abs=1e-5)
+    perfect = writer_csm([_rate_sentence(2, 2, 4)])
+    macro = macro_csm([spurious, perfect])
+    assert macro["F1_cursive"] == pytest.approx(perfect.f1_cursive / 2)
+
+
+def test_set_without_gt_positive_reports_missing_not_zero():
+    """Item 12c: no positive CursiveEOC boundary in the evaluated ground truth -> F1_cursive
+    and CRE are missing (paper Sec. 4.1: ``--``), even when the prediction has positives."""
+    spurious = writer_csm([_rate_sentence(0, 3, 4)])
+    negative = writer_csm([_rate_sentence(0, 0, 4), _EMPTY])
+    macro = macro_csm([spurious, negative])
+    assert macro["F1_cursive"] is None and macro["CRE"] is None
+    assert macro["KGS"] is not None  # boundaries exist: KGS stays defined
+    assert macro_csm([negative])["F1_cursive"] is None
+    assert macro_csm([writer_csm([_EMPTY])]) == dict.fromkeys(
+        ("F1_cursive", "CRE", "KGS", "SSS"))
 
 
 def test_missing_characters():

@@ -7,7 +7,14 @@ from hypothesis import strategies as st
 
 from cashg.metrics import dtw, dtw_batch, normalize_height
 from cashg.metrics.dtw import dtw_reference
-from cashg.metrics.variants import dtw_olhwg, dtw_sdt, fastdtw, rdp_mask, sdt_normalize
+from cashg.metrics.variants import (
+    dtw_olhwg,
+    dtw_sdt,
+    fastdtw,
+    rdp_mask,
+    sdt_normalize,
+    sdt_prepare,
+)
 
 
 def _py_dtw(a, b):
@@ -138,3 +145,18 @@ def test_rdp_and_variants_identity():
     assert dtw_olhwg(xy2, pen, xy2, pen) == (0.0, 0.0)
     raw, norm = dtw_sdt(xy2, pen, xy2[::-1].copy(), pen)
     assert raw > 0 and norm == pytest.approx(raw / 50)
+
+
+def test_dtw_sdt_starts_both_glyphs_at_the_origin():
+    """SDT's DTW (dailenson/SDT: the GT's first offset is zeroed before the cumulative sum,
+    the prediction starts at a zero token): after the moment normalisation both glyphs start
+    at the origin, not at their centroid. A stroke drawn left to right vs the same stroke drawn
+    right to left (and moved): |a - b| along the diagonal = (0 + 1 + 2 + 2) * 2 * sqrt(3) / 2."""
+    pen = np.array([0, 0, 0, 3])
+    gt = np.array([[0.0, 0.0], [2.0, 0.0], [4.0, 0.0], [4.0, 0.0]])
+    pred = np.array([[4.0, 0.0], [2.0, 0.0], [0.0, 0.0], [0.0, 0.0]]) + [7.0, 3.0]
+    s3 = np.sqrt(3.0)  # the moment sigma of both is 2 / sqrt(3) (test above)
+    assert sdt_prepare(gt, pen)[:, 0] == pytest.approx([0, s3, 2 * s3, 2 * s3])
+    assert sdt_prepare(pred, pen)[:, 0] == pytest.approx([0, -s3, -2 * s3, -2 * s3])
+    raw, norm = dtw_sdt(gt, pen, pred, pen)
+    assert raw == pytest.approx(10 * s3) and norm == pytest.approx(10 * s3 / 4)

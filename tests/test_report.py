@@ -30,6 +30,8 @@ def test_report_reads_stage_outputs(tmp_path):
     assert "| Off | Off | -- |" in text  # not run: shown as missing, never as zero
     assert "| dsd | 12 | cpu | 3 | -1.50 | -2.00 |" in text
     assert "results/evaluate/deepwriting/metrics.json" in text  # listed as not available
+    assert "ground truth has no cursive (CursiveEOC) boundary" in text  # what `--` means
+    assert "exclusions.json" in text  # the DeepWriting exclusions, the same for every row
 
 
 def test_table3_layout():

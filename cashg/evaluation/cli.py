@@ -3,6 +3,11 @@
 Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
 exists, else from :class:`cashg.config.EvaluateConfig`; command-line options override them.
 
+``--exclusions FILE``: the record of the sentences a protocol excludes (``deepwriting``),
+decided once from the ground truth by the ``evaluate_gt`` stage
+(``results/evaluate_gt/<benchmark>/exclusions.json``, :mod:`cashg.evaluation.exclusions`);
+that protocol refuses to score without it (exit status 2), the others ignore it.
+
 ``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
 lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
 pipeline passes ``--recognizer-if-listed BENCHMARK`` too: the recognizer is then used only when
@@ -23,8 +28,9 @@ from cashg.evaluation.evaluate import (
     evaluate,
     load_pair,
 )
+from cashg.evaluation.exclusions import ExclusionRecordError, read_exclusions
 from cashg.evaluation.outputs import write_outputs
-from cashg.evaluation.protocols import PROTOCOLS
+from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
 from cashg.ink import InkFormatError
 from cashg.params import ParamsError, load_section
 
@@ -42,9 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None)
     parser.add_argument("--infer-cursive", action="store_true", default=None,
                         help="derive predicted CURSIVE_EOC labels with the distance heuristic")
-    parser.add_argument("--dtw-variant", choices=["exact", "sdt", "olhwg"], default=None)
+    parser.add_argument("--dtw-variant", choices=["protocol", *DTW_VARIANTS], default=None,
+                        help="DTW definition (default: evaluate.dtw_variant; 'protocol': the"
+                             " protocol's own, SDT's for sdt_glyph and exact otherwise)")
     parser.add_argument("--workers", type=int, default=None,
                         help="DTW threads (a runtime knob; default 2)")
+    parser.add_argument("--exclusions", type=Path, default=None,
+                        help="exclusion record of the ground truth (evaluate_gt stage:"
+                             " results/evaluate_gt/<benchmark>/exclusions.json); required by"
+                             " protocols that exclude sentences (deepwriting)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--method", default=None, help="method name for table.md")
     parser.add_argument("--recognizer", type=Path, default=None,
@@ -101,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         gt, pred = load_pair(args.gt, args.pred)
-    except (InkFormatError, EmptyGroundTruthError) as exc:
+        record = read_exclusions(args.exclusions) if args.exclusions is not None else None
+        result = evaluate(gt, pred, options, progress=not args.no_progress, exclusions=record)
+    except (InkFormatError, EmptyGroundTruthError, ExclusionRecordError) as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
-    result = evaluate(gt, pred, options, progress=not args.no_progress)
     result.details.update({"gt": str(args.gt), "pred": str(args.pred)})
     if recognizer is not None:
         from cashg.evaluation.legibility import score_legibility

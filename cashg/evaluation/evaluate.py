@@ -3,19 +3,25 @@
 Pipeline per matched sentence id (ids matched exactly; one-sided ids are reported in
 ``missing``, never dropped silently):
 
-1. check the pair (same text, both sides have points), count segmentation errors, apply the
-   protocol's exclusion rule (``excluded``);
+1. apply the protocol's exclusion rule (``excluded``): for ``deepwriting`` the sentences of the
+   exclusion record, decided once from the ground truth for every method
+   (:mod:`cashg.evaluation.exclusions`, paper Sec. 4.4); check the pair (same text, both sides
+   have points) and count segmentation errors of both sides (reported, not a reason to drop);
 2. normalise prediction and GT independently (bounding-box origin, divide by height);
 3. DTW on *all* points of the sentence, space pseudo-points included (the paper scores the
    whole (x, y) trajectory; spaces carry the word spacing the metric should see), or per glyph
-   for the ``sdt_glyph`` protocol; ``DTW_norm = DTW_raw / number of GT points``;
+   for the ``sdt_glyph`` protocol; ``DTW_norm = DTW_raw / number of GT points``. The DTW
+   definition is the protocol's (exact on the step-2 normalisation; SDT's for ``sdt_glyph``,
+   paper Sec. 4.3) unless ``dtw_variant`` names one;
 4. CSM on the same normalised coordinates (``cashg.metrics.csm``);
 5. (``cashg evaluate --recognizer``) CER / WER of both sides of the scored pairs, by a
    benchmark's recognizer (:mod:`cashg.evaluation.legibility`); ``None`` until then.
 
 Aggregation is writer-macro: DTW_raw and DTW_norm are averaged per writer (over sentences, or
 glyphs) and then over writers; DTW_std is the population std of a writer's DTW_norm values,
-averaged over writers. Writers are the ground truth's ``writer_id``.
+averaged over writers. Writers are the ground truth's ``writer_id``. A protocol with
+``dtw_aggregation = "unit"`` (``sdt_glyph``: SDT averages over all generated glyphs) reports
+the mean of DTW_raw / DTW_norm and the population std of DTW_norm over all units instead.
 """
 
 from __future__ import annotations
@@ -33,7 +39,19 @@ import pandas as pd
 from tqdm import tqdm
 
 from cashg.config import EvaluateConfig
-from cashg.evaluation.protocols import METRIC_KEYS, RECOGNITION_KEYS, get_protocol
+from cashg.evaluation.exclusions import (
+    ExclusionRecord,
+    ExclusionRecordError,
+    check_record,
+    read_exclusions,
+)
+from cashg.evaluation.protocols import (
+    DTW_VARIANTS,
+    METRIC_KEYS,
+    RECOGNITION_KEYS,
+    Protocol,
+    get_protocol,
+)
 from cashg.ink import InkFile, InkSentence
 from cashg.metrics.boundaries import (
     char_geometry,
@@ -55,6 +73,14 @@ __all__ = [
 ]
 
 _DTW_CHUNK = 64  # pairs per parallel DTW call (progress granularity)
+_DTW_DEFINITIONS = {  # details.json states which definition a number uses (DESIGN.md sec. 8)
+    "exact": "exact DTW, Euclidean step cost summed along the path, each side translated to its"
+             " bounding-box origin and divided by its height (paper Sec. 4.1); / GT points",
+    "sdt": "SDT's DTW: each side moment-normalised as in SDT and started at the origin, FastDTW"
+           " radius 1 with Euclidean step cost; / GT points (cashg.metrics.variants.dtw_sdt)",
+    "olhwg": "OLHWG's DTW: centroid and height normalisation, RDP, FastDTW radius 1 with L1"
+             " step cost; / GT path length (cashg.metrics.variants.dtw_olhwg)",
+}
 
 
 @dataclass(frozen=True)
@@ -113,11 +139,13 @@ def load_pair(gt_path: str | Path, pred_path: str | Path) -> tuple[dict, dict]:
 
 
 def evaluate_files(
-    gt_path: str | Path, pred_path: str | Path, options: EvaluationOptions, progress: bool = True
+    gt_path: str | Path, pred_path: str | Path, options: EvaluationOptions, progress: bool = True,
+    exclusions_path: str | Path | None = None,
 ) -> EvaluationResult:
-    """Read two cashg-ink files and :func:`evaluate` them."""
+    """Read two cashg-ink files (and the exclusion record, if given) and :func:`evaluate`."""
     gt, pred = load_pair(gt_path, pred_path)
-    result = evaluate(gt, pred, options, progress=progress)
+    record = read_exclusions(exclusions_path) if exclusions_path is not None else None
+    result = evaluate(gt, pred, options, progress=progress, exclusions=record)
     result.details.update({"gt": str(gt_path), "pred": str(pred_path)})
     return result
 
@@ -127,11 +155,22 @@ def evaluate(
     pred: Mapping[str, InkSentence],
     options: EvaluationOptions,
     progress: bool = False,
+    exclusions: ExclusionRecord | None = None,
 ) -> EvaluationResult:
-    """Score ``pred`` against ``gt`` (both keyed by sentence id) under ``options.protocol``."""
+    """Score ``pred`` against ``gt`` (both keyed by sentence id) under ``options.protocol``.
+
+    A protocol that excludes sentences (``deepwriting``) needs ``exclusions``, the record of
+    :func:`cashg.evaluation.exclusions.exclusion_record` for this ``gt``; without it this
+    raises :class:`ExclusionRecordError`. Other protocols ignore it.
+    """
     protocol = get_protocol(options.protocol)
-    if options.dtw_variant not in ("exact", "sdt", "olhwg"):
-        raise ValueError(f"unknown dtw variant {options.dtw_variant!r} (exact, sdt, olhwg)")
+    excluded_ids = _excluded_ids(protocol, gt, exclusions, options.seg_error_threshold)
+    requested = options.dtw_variant
+    if requested not in ("protocol", *DTW_VARIANTS):
+        raise ValueError(f"unknown dtw variant {requested!r} (protocol, {', '.join(DTW_VARIANTS)})")
+    options = dataclasses.replace(
+        options, dtw_variant=protocol.dtw_variant if requested == "protocol" else requested
+    )
     missing: list[tuple[str, str, str]] = []
     excluded: list[tuple[str, str, str]] = []
     for sid in sorted(set(pred) - set(gt)):
@@ -147,6 +186,9 @@ def evaluate(
     bar = tqdm(ids, desc="evaluate: prepare", unit="sent", disable=not progress, file=sys.stderr)
     for sid in bar:
         g = gt[sid]
+        if sid in excluded_ids:
+            excluded.append((sid, g.writer_id, excluded_ids[sid]))
+            continue
         p = pred.get(sid)
         if p is None:
             missing.append((sid, "pred", "sentence in ground truth but not in prediction"))
@@ -160,14 +202,6 @@ def evaluate(
             continue
         err_g = segmentation_errors(g.text, g.char_index)
         err_p = segmentation_errors(p.text, p.char_index)
-        if protocol.exclude_segmentation_errors and (
-            len(err_g) >= options.seg_error_threshold or len(err_p) >= options.seg_error_threshold
-        ):
-            excluded.append((sid, g.writer_id, (
-                f"segmentation errors in {len(err_g)} GT / {len(err_p)} predicted characters"
-                f" (>= {options.seg_error_threshold})"
-            )))
-            continue
         xy_g = normalize_height(g.xy)  # (N, 2) float64
         xy_p = normalize_height(p.xy)  # (M, 2) float64
         row: dict[str, Any] = {
@@ -204,22 +238,59 @@ def evaluate(
     if not protocol.glyph_level and len(sentences):
         sentences = sentences.merge(units[["sentence_id", "dtw_raw", "dtw_norm"]],
                                     on="sentence_id", how="left")
-    writers, metrics = _aggregate(units, csm_by_writer, protocol.metrics, options.eps)
+    writers, metrics = _aggregate(units, csm_by_writer, protocol.metrics, options.eps,
+                                  protocol.dtw_aggregation)
     missing_df = pd.DataFrame(missing, columns=_MISSING_COLS)
     details = {
         "protocol": protocol.name,
         "protocol_description": protocol.description,
         "dtw_variant": options.dtw_variant,
+        "dtw_variant_requested": requested,
+        "dtw_definition": _DTW_DEFINITIONS[options.dtw_variant],
+        "dtw_aggregation": ("mean over all units" if protocol.dtw_aggregation == "unit"
+                            else "writer-macro mean"),
         "options": asdict(options),
         "n_gt": len(gt), "n_pred": len(pred),
         "n_scored": len(sentence_rows), "n_units": len(unit_rows),
         "n_missing": len(missing), "n_excluded": len(excluded),
+        "exclusions": _exclusions_detail(protocol, exclusions),
         "n_writers": int(len(writers)),
-        "dtw_points": "all points of the sentence, space pseudo-points included",
-        "normalisation": "independent; translate to bounding-box origin, divide by height",
+        "dtw_points": ("all points of each glyph" if protocol.glyph_level
+                       else "all points of the sentence, space pseudo-points included"),
+        "normalisation": ("CSM (and exact DTW): each side on its own, translated to its"
+                          " bounding-box origin and divided by its height"),
     }
     return EvaluationResult(metrics, sentences, units, writers, missing_df,
                             pd.DataFrame(excluded, columns=_EXCLUDED_COLS), details)
+
+
+def _excluded_ids(
+    protocol: Protocol, gt: Mapping[str, InkSentence], record: ExclusionRecord | None,
+    threshold: int,
+) -> dict[str, str]:
+    """``{sentence_id: reason}`` the protocol excludes, from the checked ``record``."""
+    if not protocol.exclude_segmentation_errors:
+        return {}
+    if record is None:
+        raise ExclusionRecordError(
+            f"protocol {protocol.name!r} excludes the sentences whose ground truth has"
+            f" segmentation errors in >= {threshold} characters, decided once from the ground"
+            " truth for every method (paper Sec. 4.4); no exclusion record was given. Pass the"
+            " evaluate_gt stage's results/evaluate_gt/<benchmark>/exclusions.json"
+            " (cashg evaluate --exclusions FILE), or make one with"
+            " python -m cashg.evaluation.stage --gt GT.h5 --out DIR")
+    check_record(record, gt, threshold)
+    return {sid: f"{reason} [{record.source or 'exclusion record'}]"
+            for sid, (_, reason) in record.excluded.items()}
+
+
+def _exclusions_detail(protocol: Protocol, record: ExclusionRecord | None) -> dict[str, Any]:
+    if not protocol.exclude_segmentation_errors:
+        return {"applied": False, "reason": f"protocol {protocol.name!r} excludes nothing"}
+    assert record is not None  # _excluded_ids refused a missing record
+    return {"applied": True, "record": record.source or "in memory",
+            "threshold": record.threshold, "gt_sha256": record.gt_digest,
+            "n_excluded": len(record.excluded), "decided_from": "ground truth only"}
 
 
 def _add_unit(
@@ -283,7 +354,7 @@ def _run_exact_dtw(
 
 def _aggregate(
     units: pd.DataFrame, csm_by_writer: dict[str, list[SentenceCSM]], wanted: frozenset[str],
-    eps: float,
+    eps: float, dtw_aggregation: str = "writer",
 ) -> tuple[pd.DataFrame, dict[str, float | None]]:
     """Per-writer table and the writer-macro metrics (``None`` where undefined or not reported)."""
     writer_ids = sorted(set(units["writer_id"]) | set(csm_by_writer))
@@ -307,9 +378,15 @@ def _aggregate(
     csm = macro_csm([r["_csm"] for r in rows if "_csm" in r]) if csm_by_writer else {}
     for key in CSM_KEYS:
         metrics[key] = csm.get(key)
-    for key in ("DTW_raw", "DTW_norm", "DTW_std"):
-        vals = [r[key] for r in rows if key in r]
-        metrics[key] = float(np.mean(vals)) if vals else None
+    if dtw_aggregation == "unit":
+        norm = units["dtw_norm"].to_numpy(dtype=np.float64)
+        if len(norm):
+            metrics.update({"DTW_raw": float(units["dtw_raw"].mean()),
+                            "DTW_norm": float(norm.mean()), "DTW_std": float(norm.std(ddof=0))})
+    else:
+        for key in ("DTW_raw", "DTW_norm", "DTW_std"):
+            vals = [r[key] for r in rows if key in r]
+            metrics[key] = float(np.mean(vals)) if vals else None
     metrics = {k: (v if k in wanted else None) for k, v in metrics.items()}
     metrics.update(dict.fromkeys(RECOGNITION_KEYS))  # filled by cashg.evaluation.legibility
     writers = pd.DataFrame([{k: v for k, v in r.items() if k != "_csm"} for r in rows])

@@ -8,18 +8,34 @@
                 (see ``cashg.metrics.boundaries.segmentation_errors``); all metrics.
 ``olhwg``       CASIA 2.x; of CSM only KGS is reported (no cursive positives, no whitespace:
                 F1_cursive, CRE, SSS are null); DTW is reported as in Table 2.
-``sdt_glyph``   glyph level: each non-space character's trajectory is normalised and compared
-                on its own (DTW per glyph, aggregated per writer); CSM is not applicable.
+``sdt_glyph``   glyph level (paper Sec. 4.3): each non-space character is compared on its own
+                with SDT's DTW (``cashg.metrics.variants.dtw_sdt``: SDT moment
+                normalisation of each side, FastDTW radius 1, / GT points), reported as
+                the mean (and std) over all glyphs as SDT's evaluation does; CSM is not
+                applicable. ``dtw_variant: exact`` keeps the exact DTW on each glyph's
+                height normalisation instead (unstable on flat glyphs such as a dash).
 ``merged``      the merged IAM+BRUSH ablation set; all metrics.
 ``none``        no protocol rule: every matched pair is scored, all metrics.
 ==============  ===========================================================================
+
+Every protocol names its DTW definition (``dtw_variant``: exact, the paper's sentence-level
+DTW, for all but ``sdt_glyph``) and how DTW is aggregated (``dtw_aggregation``: ``writer``,
+the writer-macro mean, or ``unit``, the mean over all scored units); the ``evaluate.dtw_variant``
+param ``protocol`` (the default) uses the protocol's, any other value overrides it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["METRIC_KEYS", "PROTOCOLS", "RECOGNITION_KEYS", "Protocol", "get_protocol"]
+__all__ = [
+    "DTW_VARIANTS",
+    "METRIC_KEYS",
+    "PROTOCOLS",
+    "RECOGNITION_KEYS",
+    "Protocol",
+    "get_protocol",
+]
 
 METRIC_KEYS = ("F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std")
 # Legibility (any protocol, with a recognizer; ``null`` without one): CER / WER of the
@@ -28,17 +44,21 @@ METRIC_KEYS = ("F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_st
 RECOGNITION_KEYS = ("CER", "WER", "CER_gt", "WER_gt")
 _ALL = frozenset(METRIC_KEYS)
 _DTW = frozenset({"DTW_raw", "DTW_norm", "DTW_std"})
+DTW_VARIANTS = ("exact", "sdt", "olhwg")  # cashg.metrics.dtw, cashg.metrics.variants
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """A benchmark protocol: reported metrics, glyph-level DTW, segmentation-error exclusion."""
+    """A benchmark protocol: reported metrics, glyph-level DTW, its DTW definition and
+    aggregation, segmentation-error exclusion."""
 
     name: str
     metrics: frozenset[str]
     glyph_level: bool = False
     exclude_segmentation_errors: bool = False
     description: str = ""
+    dtw_variant: str = "exact"  # one of DTW_VARIANTS
+    dtw_aggregation: str = "writer"  # writer (macro over writers) | unit (mean over units)
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -48,7 +68,10 @@ PROTOCOLS: dict[str, Protocol] = {
         description="DeepWriting / IAM-expanded, symmetric segmentation-error exclusion",
     ),
     "olhwg": Protocol("olhwg", frozenset({"KGS"}) | _DTW, description="OLHWG / CASIA 2.x"),
-    "sdt_glyph": Protocol("sdt_glyph", _DTW, glyph_level=True, description="SDT glyph level"),
+    "sdt_glyph": Protocol(
+        "sdt_glyph", _DTW, glyph_level=True, dtw_variant="sdt", dtw_aggregation="unit",
+        description="SDT glyph level: SDT's DTW per glyph, mean over glyphs",
+    ),
     "merged": Protocol("merged", _ALL, description="merged IAM+BRUSH ablation set"),
     "none": Protocol("none", _ALL, description="no protocol rule"),
 }

@@ -4,6 +4,11 @@ Until generations exist, the stage scores the ground truth against itself (``sel
 CSM 1 except overlapping gaps, which keep the rho = 0.5 penalty) and against a deterministic
 perturbed copy (``perturbed/``: seeded jitter, flipped boundary labels, word-spacing changes;
 the copy is kept as ``perturbed/pred.h5``). Options come from the ``evaluate`` params section.
+
+It also writes ``exclusions.json``: the ground-truth sentences with segmentation errors in
+``>= evaluate.seg_error_threshold`` characters (:mod:`cashg.evaluation.exclusions`), the record
+every evaluation of this benchmark applies under a protocol that excludes sentences
+(``deepwriting``, paper Sec. 4.4), so that all methods lose the same sentences.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from cashg.evaluation.evaluate import (
     evaluate,
     load_pair,
 )
+from cashg.evaluation.exclusions import exclusion_record, read_exclusions, write_exclusions
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.perturb import perturb_sentences
 from cashg.ink import write_ink
@@ -42,13 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     except EmptyGroundTruthError as exc:
         print(f"evaluate stage: {exc}", file=sys.stderr)
         return 1
+    record = exclusion_record(gt, cfg.seg_error_threshold, args.gt)
+    write_exclusions(args.out / "exclusions.json", record)
+    record = read_exclusions(args.out / "exclusions.json")  # as every evaluation will see it
+    print(f"evaluate stage: {len(record.excluded)} of {len(gt)} ground-truth sentences have"
+          f" segmentation errors in >= {cfg.seg_error_threshold} characters"
+          f" -> {args.out / 'exclusions.json'}")
     pert = perturb_sentences([gt[k] for k in sorted(gt)], cfg.perturb.seed, cfg.perturb.jitter,
                              cfg.perturb.flip_fraction, cfg.perturb.spacing)
     pert_path = args.out / "perturbed" / "pred.h5"
     write_ink(pert_path, pert)
     runs = {"self": (gt, {k: v for k, v in gt.items()}), "perturbed": load_pair(args.gt, pert_path)}
     for name, (g, p) in runs.items():
-        result = evaluate(g, p, options, progress=not args.no_progress)
+        result = evaluate(g, p, options, progress=not args.no_progress, exclusions=record)
         result.details.update({"gt": str(args.gt), "pred": name})
         report_missing(result)
         write_outputs(result, args.out / name, g, p, method=name,

@@ -6,20 +6,27 @@ and ``P_i`` (space runs, counted once) are taken from the text, ``z = I[q = CURS
 normalised trajectories. Per writer (:func:`writer_csm`) the paper's formulas are applied with
 ``eps``; the final metric is the mean over writers (:func:`macro_csm`).
 
-Decisions the paper leaves open (documented, tested):
+Conventions (appendix E, "Cursive Metrics"; Sec. 4.1 "Metrics and normalization"), tested:
 
-- A writer with no eligible boundary at all (``sum |B_i| = 0``) has no F1_w, CRE_w or KGS_w;
-  a writer with no space run has no SSS_w. Such writers are left out of that metric's macro
-  mean (the formula's ``0 / eps = 0`` would score them as total failures). F1_w = 1 by the
-  paper's convention when a writer has boundaries but no positive in GT nor prediction.
-- A metric is missing (``None``, JSON null), never zero, when no writer is eligible. F1_cursive
-  and CRE are also missing when the whole evaluated set has no CURSIVE_EOC positive in the
-  ground truth nor in the prediction (paper Sec. 4.1: "undefined ... when there are no positive
-  CursiveEOC boundaries"; the OLHWG row of Table 2).
+- F1_w = 1 by the paper's convention when ``sum z = 0`` and ``sum z_hat = 0`` for the writer,
+  which includes a writer with no eligible boundary at all (``sum |B_i| = 0``): that writer
+  scores F1_w = 1, not "undefined". A writer with no positive in the ground truth but some
+  predicted gets F1_w = 0 by Eq. (f1_cursive) (precision and recall 0).
+- CRE_w is defined for every writer: sentences with ``|B_i| = 0`` count with
+  ``r_i = r_hat_i = 0`` (appendix E: "Sentences with |B_i| = 0 are still included"), so a
+  writer with no boundary at all has CRE_w = 1.
+- A *set-level* term is missing (``None``, JSON null, ``--`` in tables), never zero, where the
+  paper reports ``--``: F1_cursive and CRE when the evaluated ground truth has no positive
+  CursiveEOC boundary (Sec. 4.1; the OLHWG row of Table 2). The ground truth decides, so every
+  method compared on a benchmark gets the same ``--`` (a prediction's spurious positives do not
+  turn the term into a score of 0). SSS is missing when the ground truth has no whitespace run
+  and KGS when it has no eligible boundary.
+- KGS_w and SSS_w are averages over a writer's eligible boundaries / space runs (Eqs.
+  kgs_writer, sss_writer); a writer with none has no KGS_w / SSS_w (the formula's
+  ``0 / eps = 0`` would score a total failure) and is left out of that macro mean.
 - Boundaries touching a character without points in the *ground truth* are not eligible
   (dropped from both sides and counted in ``dropped``); a character without points in the
   *prediction* gives z_hat = 0 and a KGS/SSS term of 0 on the boundaries it touches.
-- CRE uses every sentence of the writer, including those with ``|B_i| = 0`` (r_i = 0).
 """
 
 from __future__ import annotations
@@ -153,7 +160,8 @@ def _gap_sum(
 
 @dataclass(frozen=True)
 class WriterCSM:
-    """Writer-level CSM; ``None`` where the writer has nothing to score for that metric."""
+    """Writer-level CSM. F1_w and CRE_w always exist (conventions in the module doc); KGS_w and
+    SSS_w are ``None`` when the writer has no eligible boundary / space run."""
 
     n_sentences: int
     n_boundaries: int
@@ -163,8 +171,8 @@ class WriterCSM:
     fn: int
     positives_gt: int
     positives_pred: int
-    f1_cursive: float | None
-    cre: float | None
+    f1_cursive: float
+    cre: float
     kgs: float | None
     sss: float | None
 
@@ -178,12 +186,8 @@ def writer_csm(sentences: Sequence[SentenceCSM], eps: float = EPS) -> WriterCSM:
     tp = sum(s.tp for s in sentences)
     fp = sum(s.fp for s in sentences)
     fn = sum(s.fn for s in sentences)
-    f1 = f1_cursive(tp, fp, fn, eps) if nb > 0 else None
-    cre = (
-        cre_from_rates([s.rate_gt for s in sentences], [s.rate_pred for s in sentences])
-        if nb > 0
-        else None
-    )
+    f1 = f1_cursive(tp, fp, fn, eps)  # 1.0 when no positive either side, even for nb == 0
+    cre = cre_from_rates([s.rate_gt for s in sentences], [s.rate_pred for s in sentences])
     kgs = sum(s.kgs_sum for s in sentences) / (nb + eps) if nb > 0 else None
     sss = sum(s.sss_sum for s in sentences) / (ns + eps) if ns > 0 else None
     return WriterCSM(len(sentences), nb, ns, tp, fp, fn, tp + fn, tp + fp, f1, cre, kgs, sss)
@@ -195,8 +199,12 @@ def _mean_or_none(values: list[float | None]) -> float | None:
 
 
 def macro_csm(writers: Sequence[WriterCSM]) -> dict[str, float | None]:
-    """Writer-macro means of the four CSM scores; ``None`` where undefined for the whole set."""
-    any_positive = any(w.positives_gt + w.positives_pred > 0 for w in writers)
+    """Writer-macro means of the four CSM scores; ``None`` where undefined for the whole set.
+
+    F1_cursive and CRE are ``None`` when the ground truth of the whole set has no positive
+    CursiveEOC boundary (paper Sec. 4.1: reported as ``--``), whatever the prediction says.
+    """
+    any_positive = any(w.positives_gt > 0 for w in writers)
     f1 = _mean_or_none([w.f1_cursive for w in writers]) if any_positive else None
     cre = _mean_or_none([w.cre for w in writers]) if any_positive else None
     return {

@@ -1,13 +1,25 @@
-"""Peer-code "DTW" definitions, for comparison only (DESIGN.md section 8). Not the paper's DTW.
+"""Peer-code "DTW" definitions (DESIGN.md section 8), always labelled by variant name.
 
-The paper's metric is the exact DTW of :mod:`cashg.metrics.dtw` on height-normalised
-trajectories. Two peers compute something else under the same name; these are reproduced so
-that numbers can be compared with theirs, and are always labelled by variant name:
+The paper's sentence-level metric is the exact DTW of :mod:`cashg.metrics.dtw` on
+height-normalised trajectories (Sec. 4.1). Two peers compute something else under the same
+name; these are reproduced so that numbers can be compared with theirs:
 
-- ``sdt``: SDT's evaluation. Each trajectory is normalised by SDT's moment normalisation
-  (:func:`sdt_normalize`: length-weighted centroid of the pen-down segments, both axes divided
-  by the x standard deviation of the segments, the y one if that is zero), then FastDTW with
-  radius 1 and Euclidean step cost, divided by the number of GT points.
+- ``sdt``: SDT's evaluation, the definition of the glyph-level SDT protocol (paper Sec. 4.3,
+  Table "Character-level DTW on SDT benchmarks"). Facts read from SDT's public code
+  (dailenson/SDT; none of it copied): the ground-truth glyph is moment-normalised
+  (``utils/util.py`` ``normalize_xys``, here :func:`sdt_normalize`: length-weighted centroid
+  of the pen-down segments, the last segment left out, both axes divided by the x standard
+  deviation of the segments, the y one if that is zero), turned into offsets whose first one
+  is zeroed (``ScriptDataset.collate_fn_``), and rebuilt by a cumulative sum
+  (``utils/metrics.py`` ``fast_norm_len_dtw``), so it starts at the origin; the generated
+  glyph starts at the same origin (``test.py`` prepends a zero start token). The distance is
+  ``fastdtw(gt, pred, dist=euclidean)`` (radius 1, the package default) divided by the
+  number of GT points, and the reported value is the mean over all generated glyphs. Here
+  both sides go through :func:`sdt_prepare` (moment normalisation, then the first point moved
+  to the origin): SDT's generator writes in those units already, other methods do not, and
+  the paper normalises prediction and GT independently. Unlike a height normalisation this
+  stays small on flat glyphs (a dash); like SDT's, it divides by the x spread, so near-vertical
+  glyphs (l, 1, I) get large values: that is the protocol's definition, kept as is.
 - ``olhwg``: OLHWG's evaluation. Each trajectory is translated to its centroid (mean point)
   and divided by its height, simplified by RDP (epsilon 0.02, per stroke), then FastDTW with
   an L1 step cost (radius 1), divided by the GT path length (our reading of the peers'
@@ -35,6 +47,7 @@ __all__ = [
     "pen_down_segments",
     "rdp_mask",
     "sdt_normalize",
+    "sdt_prepare",
 ]
 
 _METRICS = {"euclidean": 0, "l1": 1}
@@ -241,14 +254,22 @@ def olhwg_prepare(xy: np.ndarray, pen: np.ndarray, epsilon: float) -> tuple[np.n
     return pts, arc
 
 
+def sdt_prepare(xy: np.ndarray, pen: np.ndarray) -> np.ndarray:
+    """(N, 2) -> (N, 2): :func:`sdt_normalize`, then translated so the first point is the
+    origin (SDT zeroes the first offset before its cumulative sum; module doc)."""
+    out = sdt_normalize(xy, pen)
+    return out - out[:1]
+
+
 def dtw_sdt(
     gt_xy: np.ndarray, gt_pen: np.ndarray, pred_xy: np.ndarray, pred_pen: np.ndarray,
     radius: int = 1,
 ) -> tuple[float, float]:
-    """SDT-style (raw, normalised) DTW: FastDTW(r=1, Euclidean) / number of GT points."""
-    g = sdt_normalize(gt_xy, gt_pen)
-    p = sdt_normalize(pred_xy, pred_pen)
-    raw, _ = fastdtw(p, g, radius=radius, metric="euclidean")
+    """SDT's (raw, normalised) DTW of one glyph pair: :func:`sdt_prepare` on each side, then
+    ``fastdtw(gt, pred)`` (radius 1, Euclidean) and raw / number of GT points."""
+    g = sdt_prepare(gt_xy, gt_pen)
+    p = sdt_prepare(pred_xy, pred_pen)
+    raw, _ = fastdtw(g, p, radius=radius, metric="euclidean")
     return raw, raw / len(g)
 
 
