@@ -13,6 +13,9 @@ realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence 
 iterations per second of each stage (one untimed warm-up iteration first), then the
 reference-step check: two trainers built with the same seed give bit-identical fp32 losses on
 the same batches.
+
+To compare with another checkout, run this script from there with ``PYTHONPATH=<checkout>``:
+without it ``import cashg`` finds the installed (editable) package, i.e. this checkout's code.
 """
 
 from __future__ import annotations
