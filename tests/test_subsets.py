@@ -396,16 +396,20 @@ def test_one_per_writer_batch_and_deltas(built):
     np.testing.assert_allclose(np.cumsum(to_deltas(xy), axis=0), xy, atol=1e-5)
 
 
-def test_stage_command(tmp_path, repo_root):
+def _run_dsd_stage(tmp_path, repo_root, writer_split: str) -> int:
+    """The subsets stage on a 6-writer synthetic BRUSH corpus, dsd's writer split replaced."""
     pre = tmp_path / "pre"
     write_ink(pre / "brush/sentences.h5", synthetic_corpus("brush", 6, 2, seed=5))
     params = (repo_root / "params.yaml").read_text()
-    params = params.replace("train_writers: [0, 49], test_writers: [50, 59]",
-                            "train_writers: [0, 3], test_writers: [4, 5]")
+    params = params.replace("train_writers: [0, 49], test_writers: [50, 59]", writer_split)
     (tmp_path / "params.yaml").write_text(params)
-    rc = stage.main(["--benchmark", "dsd", "--out", str(tmp_path / "out"), "--params",
-                     str(tmp_path / "params.yaml"), "--preprocess-dir", str(pre),
-                     "--no-progress"])
+    return stage.main(["--benchmark", "dsd", "--out", str(tmp_path / "out"), "--params",
+                       str(tmp_path / "params.yaml"), "--preprocess-dir", str(pre),
+                       "--no-progress"])
+
+
+def test_stage_command(tmp_path, repo_root):
+    rc = _run_dsd_stage(tmp_path, repo_root, "train_writers: [0, 3], test_writers: [4, 5]")
     assert rc == 0
     for kind in KINDS:
         assert (tmp_path / f"out/train/{kind}.h5").is_file()
@@ -452,15 +456,7 @@ def test_empty_split_is_an_error_naming_benchmark_split_and_rule(tmp_path, train
 
 
 def test_empty_split_stage_exits_1(tmp_path, repo_root, capsys):
-    pre = tmp_path / "pre"
-    write_ink(pre / "brush/sentences.h5", synthetic_corpus("brush", 6, 2, seed=5))
-    params = (repo_root / "params.yaml").read_text()
-    params = params.replace("train_writers: [0, 49], test_writers: [50, 59]",
-                            "train_writers: [0, 5], test_writers: [150, 169]")
-    (tmp_path / "params.yaml").write_text(params)
-    rc = stage.main(["--benchmark", "dsd", "--out", str(tmp_path / "out"), "--params",
-                     str(tmp_path / "params.yaml"), "--preprocess-dir", str(pre),
-                     "--no-progress"])
+    rc = _run_dsd_stage(tmp_path, repo_root, "train_writers: [0, 5], test_writers: [150, 169]")
     assert rc == 1
     err = capsys.readouterr().err
     assert "benchmark 'dsd': split 'test' has 0 sentences (brush: rule writer_range," in err
