@@ -262,14 +262,13 @@ class DecoderBlock(nn.Module):
         x = x + self.drop(sa.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
         # cross-attention to the window's memory
         if ca.single_key:  # every token of a window gets its one value
-            return self._feed_forward(x + self.drop(ca.single_value(kv)[pack.window]))
-        q = pack.unpack(ca.q(self.ln2(x))).view(w, n, ca.h, ca.dh).transpose(1, 2)
-        y = F.scaled_dot_product_attention(
-            q, kv[0], kv[1], attn_mask=cross_mask, dropout_p=ca.dropout if self.training else 0.0)
-        x = x + self.drop(ca.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
-        return self._feed_forward(x)
-
-    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x + self.drop(ca.single_value(kv)[pack.window])
+        else:
+            q = pack.unpack(ca.q(self.ln2(x))).view(w, n, ca.h, ca.dh).transpose(1, 2)
+            y = F.scaled_dot_product_attention(
+                q, kv[0], kv[1], attn_mask=cross_mask,
+                dropout_p=ca.dropout if self.training else 0.0)
+            x = x + self.drop(ca.out(pack.pack(y.transpose(1, 2).reshape(w, n, d))))
         return x + self.drop(self.ffn(self.ln3(x)))
 
 
@@ -407,16 +406,14 @@ def _block_step(
         y = cross.kv[1].reshape(w, d)  # (W, h, 1, dh) -> (W, D)
         if y_ctx is not None:
             y = torch.cat([y, cross.restart_kv[1].reshape(r, d).repeat_interleave(p, 0)])
-        x = x + F.linear(y, *wts.cross_out)
-        hid = F.gelu(F.linear(torch.layer_norm(x, *wts.ln3), *wts.ffn_up), approximate=gelu)
-        return x + F.linear(hid, *wts.ffn_down)
-    q = F.linear(torch.layer_norm(x, *wts.ln2), *wts.q)  # (N, D)
-    y = attend_one_query(q[:w].view(w, heads, dh), *cross.kv, cross.keys).view(w, d)
-    if y_ctx is not None:
-        y_ctx = F.scaled_dot_product_attention(
-            q[w:].view(r, p, heads, dh).transpose(1, 2), *cross.restart_kv,
-            attn_mask=cross.restart_mask)  # (R, h, P, dh)
-        y = torch.cat([y, y_ctx.transpose(1, 2).reshape(r * p, d)])
+    else:
+        q = F.linear(torch.layer_norm(x, *wts.ln2), *wts.q)  # (N, D)
+        y = attend_one_query(q[:w].view(w, heads, dh), *cross.kv, cross.keys).view(w, d)
+        if y_ctx is not None:
+            y_ctx = F.scaled_dot_product_attention(
+                q[w:].view(r, p, heads, dh).transpose(1, 2), *cross.restart_kv,
+                attn_mask=cross.restart_mask)  # (R, h, P, dh)
+            y = torch.cat([y, y_ctx.transpose(1, 2).reshape(r * p, d)])
     x = x + F.linear(y, *wts.cross_out)
     # feed-forward
     hid = F.gelu(F.linear(torch.layer_norm(x, *wts.ln3), *wts.ffn_up), approximate=gelu)
