@@ -81,6 +81,8 @@ class ModelConfig:
         if self.context_memory not in ("character", "sentence"):  # params files: params.py
             raise ValueError(f"model.context_memory must be 'character' or 'sentence', got "
                              f"{self.context_memory!r}")
+        if self.style_refs < 1:
+            raise ValueError(f"model.style_refs must be >= 1, got {self.style_refs}")
         if self.context_layers < 0:
             raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
 

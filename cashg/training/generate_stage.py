@@ -80,8 +80,6 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
     from cashg.ink import InkFile, make_sentence
     from cashg.sampling import SamplingOptions, encode_texts, sample
 
-    if cfg.style_refs < 1:
-        raise ValueError(f"model.style_refs must be >= 1, got {cfg.style_refs}")
     with InkFile(gt_path) as f:
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
