@@ -7,7 +7,13 @@ and two datasets:
 - ``points`` ``(N, 3)`` float32 ``[x, y, pen_state]``, y downwards, pen states
   ``PM=0, PU=1, CURSIVE_EOC=2, EOC=3``;
 - ``char_index`` ``(N,)`` int32, the index into ``text`` of the character each point belongs
-  to (space pseudo-points carry the space's index).
+  to (space pseudo-points carry the space's index);
+- optionally ``rdp_keep`` ``(N,)`` bool, only in the preprocessing output
+  (``results/preprocess/<key>/sentences.h5``): the points that survive the weak RDP of paper
+  app. B.2. The stored points are then the resampled, unsimplified ink, and
+  :meth:`InkSentence.simplified` gives the simplified one. The subset builder resolves it (the
+  DSD protocol's test ground truth keeps every point: paper Sec. 4.1, "disable RDP ... during
+  evaluation"), so ground-truth and prediction files never carry it.
 
 Ground truth, this project's generations and any other method's outputs use the same format,
 so every method is scored by the same code. Changing the format bumps ``VERSION``.
@@ -41,6 +47,7 @@ class InkSentence:
     points: np.ndarray
     char_index: np.ndarray
     attrs: dict = field(default_factory=dict)  # optional extra attributes, kept on round trip
+    rdp_keep: np.ndarray | None = None  # (N,) bool: points kept by weak RDP (preprocessing only)
 
     @property
     def xy(self) -> np.ndarray:
@@ -51,6 +58,25 @@ class InkSentence:
     def pen(self) -> np.ndarray:
         """``(N,)`` int pen states."""
         return self.points[:, 2].astype(np.int64)
+
+    def simplified(self) -> InkSentence:
+        """The sentence with only the ``rdp_keep`` points (itself when it has no mask).
+
+        Weak RDP keeps every piece's end points, where the pen states other than ``PM`` sit,
+        so the masked pen states are those the simplified ink would be labelled with.
+        """
+        if self.rdp_keep is None:
+            return self
+        keep = self.rdp_keep
+        return InkSentence(self.sentence_id, self.writer_id, self.text, self.points[keep],
+                           self.char_index[keep], dict(self.attrs))
+
+    def unmasked(self) -> InkSentence:
+        """The sentence with every stored point and no ``rdp_keep`` mask."""
+        if self.rdp_keep is None:
+            return self
+        return InkSentence(self.sentence_id, self.writer_id, self.text, self.points,
+                           self.char_index, dict(self.attrs))
 
     def validate(self, where: str = "") -> None:
         """Raise :class:`InkFormatError` naming the sentence and the problem."""
@@ -76,6 +102,12 @@ class InkSentence:
                 f"{name}: char_index out of range 0..{len(self.text) - 1}"
                 f" (got {ci.min()}..{ci.max()})"
             )
+        keep = self.rdp_keep
+        if keep is not None and (keep.dtype != np.bool_ or keep.shape != (len(pts),)):
+            raise InkFormatError(f"{name}: rdp_keep must be ({len(pts)},) bool, got"
+                                 f" {keep.shape} {keep.dtype}")
+        if keep is not None and len(pts) and not keep[pts[:, 2] != 0].all():
+            raise InkFormatError(f"{name}: rdp_keep drops a point whose pen state is not PM")
 
 
 def make_sentence(
@@ -85,13 +117,16 @@ def make_sentence(
     xy: np.ndarray,
     pen: np.ndarray,
     char_index: np.ndarray,
+    rdp_keep: np.ndarray | None = None,
     **attrs: object,
 ) -> InkSentence:
     """Assemble an :class:`InkSentence` from ``(N, 2)`` xy, ``(N,)`` pen and char index."""
     xy = np.asarray(xy, dtype=np.float32).reshape(-1, 2)
     points = np.concatenate([xy, np.asarray(pen, np.float32).reshape(-1, 1)], axis=1)
+    keep = None if rdp_keep is None else np.asarray(rdp_keep, dtype=bool)
     return InkSentence(
-        sentence_id, str(writer_id), text, points, np.asarray(char_index, np.int32), dict(attrs)
+        sentence_id, str(writer_id), text, points, np.asarray(char_index, np.int32), dict(attrs),
+        keep,
     )
 
 
@@ -119,6 +154,8 @@ def write_ink(
                 g.attrs[key] = value
             g.create_dataset("points", data=s.points.astype(np.float32))
             g.create_dataset("char_index", data=s.char_index.astype(np.int32))
+            if s.rdp_keep is not None:
+                g.create_dataset("rdp_keep", data=s.rdp_keep)
             count += 1
     return count
 
@@ -178,6 +215,7 @@ class InkFile:
             np.asarray(g["points"][...], dtype=np.float32),
             np.asarray(g["char_index"][...]).astype(np.int32),
             extra,
+            np.asarray(g["rdp_keep"][...]).astype(bool) if "rdp_keep" in g else None,
         )
         s.validate(where)
         return s

@@ -16,6 +16,18 @@ protocol        source formats                               paper benchmark
 ``none``        any                                          no protocol rule
 ==============  ===========================================  ============================
 
+Two protocol rules shape the test split the subset builder writes:
+
+- a *whole* test set (:data:`WHOLE_TEST_SET_PROTOCOLS`: ``dsd``, ``deepwriting``) is fixed by
+  the protocol's split (BRUSH writers, DeepWriting's validation file): segmentation review must
+  not shrink it. Flagged sentences stay in it, and a test sentence that preprocessing had to drop
+  as unusable is an error naming it (``preprocessing.subsets.test_set``). The other protocols
+  filter their test sets like any split (OLHWG's strict validation discards sentences by
+  definition, paper app. B.4).
+- an *unsimplified* test ground truth (:data:`UNSIMPLIFIED_TEST_GT_PROTOCOLS`: ``dsd``) keeps
+  every resampled point: the paper disables RDP in the DSD evaluation (Sec. 4.1, "Benchmark-
+  matched sentence-level comparisons").
+
 (``casia_wptt`` lines carry no character segmentation, which every protocol needs: the
 preprocessing review drops them as ``unsegmented``, and the preprocess stage then fails below
 ``preprocess.min_kept_share`` naming the fix.)
@@ -37,6 +49,8 @@ PROTOCOL_FORMATS: dict[str, frozenset[str] | None] = {
     "sdt_glyph": frozenset({"casia_pot"}),
     "none": None,  # any format
 }
+WHOLE_TEST_SET_PROTOCOLS = frozenset({"dsd", "deepwriting"})
+UNSIMPLIFIED_TEST_GT_PROTOCOLS = frozenset({"dsd"})
 RULE_FORMATS: dict[str, frozenset[str] | None] = {
     "iam_lists": frozenset({"iam_ondb"}),  # needs IAM-OnDB form ids
     "writer_range": None,

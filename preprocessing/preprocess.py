@@ -179,35 +179,46 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
     if tr is not None:
         tr["resampled"], tr["offsets_resampled"] = pts.copy(), offs.copy()
 
+    # Weak RDP is kept as a mask over the resampled points (cashg-ink ``rdp_keep``), not applied:
+    # the subset builder simplifies, except the test ground truth of a protocol evaluated
+    # without RDP (DSD, paper Sec. 4.1). Pen states sit on piece ends, which RDP keeps.
     n_rdp_chars = 0
+    rdp_keep = np.ones(len(pts), dtype=bool)
     if s.rdp:
-        mask, eps_used = weak_rdp_mask(pts, offs, char_piece_offsets, s.rdp_epsilon * height,
-                                       s.rdp_min_points, s.rdp_max_halvings,
-                                       s.rdp_max_removed_fraction)
+        rdp_keep, eps_used = weak_rdp_mask(pts, offs, char_piece_offsets,
+                                           s.rdp_epsilon * height, s.rdp_min_points,
+                                           s.rdp_max_halvings, s.rdp_max_removed_fraction)
         n_rdp_chars = int((eps_used > 0).sum())
-        kept_per_piece = np.add.reduceat(mask.astype(np.int64), offs[:-1]) if len(offs) > 1 \
-            else np.zeros(0, np.int64)
-        pts = pts[mask]
-        offs = np.concatenate([[0], np.cumsum(kept_per_piece)]).astype(np.int64)
     if tr is not None:
-        tr["simplified"], tr["offsets_simplified"] = pts.copy(), offs.copy()
+        kept_per_piece = np.add.reduceat(rdp_keep.astype(np.int64), offs[:-1]) \
+            if len(offs) > 1 else np.zeros(0, np.int64)
+        tr["simplified"] = pts[rdp_keep].copy()
+        tr["offsets_simplified"] = np.concatenate([[0], np.cumsum(kept_per_piece)]).astype(
+            np.int64)
 
     pts, _, _ = normalize_height(pts)
     pen = label_pen_states(offs, p_owner, p_next, record.text)
     char_index = np.repeat(p_owner, np.diff(offs))
-    n_nonspace = len(pts)
+    n_nonspace = int(rdp_keep.sum())
     if s.space_points:
         pts, pen, char_index = insert_spaces(pts, pen, char_index, record.text)
+        is_space = np.array([ch.isspace() for ch in record.text], dtype=bool)[char_index]
+        full_keep = np.ones(len(pts), dtype=bool)
+        full_keep[~is_space] = rdp_keep  # insert_spaces keeps the non-space points' order
+        rdp_keep = full_keep
 
     attrs: dict[str, object] = {"dataset": s.dataset_key, "source_id": record.sample_id,
                                 "deskew_deg": float(angle)}
+    if review.flags:  # flawed segmentation, sound ink: the subset builder decides (review doc)
+        attrs["review_flags"] = ",".join(review.flags)
     if record.meta.get("form_id"):
         attrs["form_id"] = record.meta["form_id"]
     if record.source:
         attrs["source_file"] = record.source
     sentence = make_sentence(_sentence_id(record.sample_id), record.writer_id, record.text,
-                             pts, pen, char_index, **attrs)
-    counts = np.bincount(char_index, minlength=n_chars)  # space counts are ignored below
+                             pts, pen, char_index,
+                             rdp_keep=None if rdp_keep.all() else rdp_keep, **attrs)
+    counts = np.bincount(char_index[rdp_keep], minlength=n_chars)  # spaces ignored below
     nonspace = np.array([not ch.isspace() for ch in record.text], dtype=bool)
     stats = {
         "points_raw": n_raw,

@@ -7,7 +7,16 @@ one owner (character index) per kept point, or a drop reason. Every fix or drop 
 The review works on the recorded point indices (before resampling): its checks are
 combinatorial, unaffected by deskew and normalisation, the +-3-point tolerance of the Chinese
 protocol is defined on the recorded points, and resampling needs a consistent segmentation
-to carry character boundaries. Rules, in order:
+to carry character boundaries.
+
+Actions: ``dropped`` = the record is unusable (or, for strict languages, fails the OLHWG
+protocol's own validation, paper app. B.4); ``fixed`` = repaired and kept; ``flagged`` = the ink
+is sound but the segmentation is flawed: the record is kept with the reason in its
+``review_flags`` and reported as a ``warning`` row (detail ``flagged: ...``). The subset builder drops flagged sentences
+from training and validation data and from the test set of a protocol free to filter it, but
+keeps them in the test set of a protocol whose test set is fixed by its split (DSD,
+DeepWriting: :data:`preprocessing.benchmarks.WHOLE_TEST_SET_PROTOCOLS`), so review never
+shrinks a published test set. Rules, in order:
 
 ====================  ========  =====================================================================
 reason                action    rule
@@ -22,7 +31,8 @@ duration_sum          dropped   strict languages (zh): the characters' point cou
                                 N, or a point is owned by none or by several characters
 overlap               fixed     a point owned by several characters goes to the first of them in
                                 text order, unless a later owner has no other point
-unowned_ink           dropped   more than ``max_unowned_fraction`` of the points are unowned
+unowned_ink           flagged   more than ``max_unowned_fraction`` of the points are unowned
+                                (dropped when no point is owned)
 unowned_stroke        fixed     a stroke with no owned point is dropped (noise, crossed-out ink)
 unowned_attached      fixed     unowned points inside an owned stroke go to the owner of the
                                 previous owned point of that stroke (else of the next one)
@@ -31,12 +41,12 @@ boundary_snapped      fixed     strict languages: a stroke cut by a character bo
                                 majority owner
 boundary_off_stroke_end dropped strict languages: a character boundary further than the tolerance
                                 from a stroke end
-empty_char            dropped   a non-space character owns no point
-interleaved           dropped   within one stroke a character's points are split by another's
-non_adjacent_cut      dropped   a stroke runs pen-down from character a into b where b is not the
+empty_char            flagged   a non-space character owns no point
+interleaved           flagged   within one stroke a character's points are split by another's
+non_adjacent_cut      flagged   a stroke runs pen-down from character a into b where b is not the
                                 next non-space character after a (English cursive joins between
                                 text neighbours are legitimate)
-out_of_order          dropped   the first points of the non-space characters are not in text order
+out_of_order          flagged   the first points of the non-space characters are not in text order
 ====================  ========  =====================================================================
 """
 
@@ -63,11 +73,13 @@ class ReviewedSegmentation:
     """Result: ``owner`` (N,) int64 character per point (-1 = point dropped), or ``dropped``.
 
     ``rows``: (action, reason, detail) tuples; when the record is dropped, only its drop row.
+    ``flags``: the reasons of the ``flagged`` rules the record failed (kept; module doc).
     """
 
     owner: np.ndarray | None
     rows: list[tuple[str, str, str]] = field(default_factory=list)
     dropped: str | None = None
+    flags: tuple[str, ...] = ()
 
     @property
     def keep(self) -> np.ndarray:
@@ -110,6 +122,13 @@ def review_segmentation(record: InkRecord, settings: ReviewSettings) -> Reviewed
     if not np.isfinite(record.points).all():
         return _drop("non_finite", "NaN or infinite coordinates")
     rows: list[tuple[str, str, str]] = []
+    flags: list[str] = []
+
+    def flag(reason: str, detail: str) -> None:
+        if reason not in flags:  # one row per reason and record
+            flags.append(reason)
+            rows.append(("warning", reason, f"flagged: {detail}"))
+
     chars: list[np.ndarray] = []
     for c, idx in enumerate(record.char_points):
         idx = np.asarray(idx, dtype=np.int64)
@@ -147,8 +166,10 @@ def review_segmentation(record: InkRecord, settings: ReviewSettings) -> Reviewed
     unowned = owner < 0
     if unowned.any():
         frac = float(unowned.mean())
+        if frac == 1.0:
+            return _drop("unowned_ink", f"none of the {n} points is owned by a character")
         if frac > settings.max_unowned_fraction:
-            return _drop("unowned_ink", f"{int(unowned.sum())} of {n} points ({frac:.1%}) unowned")
+            flag("unowned_ink", f"{int(unowned.sum())} of {n} points ({frac:.1%}) unowned")
         stroke = record.stroke_index
         s_starts, s_ends = _runs(stroke)
         n_dropped_strokes = n_dropped_points = n_attached = 0
@@ -199,7 +220,7 @@ def review_segmentation(record: InkRecord, settings: ReviewSettings) -> Reviewed
     counts = np.bincount(owner[owner >= 0], minlength=len(text))
     for c, ch in enumerate(text):
         if not ch.isspace() and counts[c] == 0:
-            return _drop("empty_char", f"char {c} {ch!r} owns no points")
+            flag("empty_char", f"char {c} {ch!r} owns no points")
 
     nxt = next_nonspace(text)
     for a, b in zip(s_starts, s_ends):
@@ -208,20 +229,24 @@ def review_segmentation(record: InkRecord, settings: ReviewSettings) -> Reviewed
         r0, _ = _runs(seg)
         run_owner = seg[r0]
         if len(np.unique(run_owner)) != len(run_owner):
-            return _drop("interleaved", f"stroke at point {a}: owners {run_owner.tolist()}")
+            flag("interleaved", f"stroke at point {a}: owners {run_owner.tolist()}")
+            continue
         for u, v in zip(run_owner[:-1], run_owner[1:]):
             if v != nxt[u]:
-                return _drop("non_adjacent_cut", f"stroke at point {a} runs from char {u}"
-                             f" {text[u]!r} into char {v} {text[v]!r}")
+                flag("non_adjacent_cut", f"stroke at point {a} runs from char {u}"
+                     f" {text[u]!r} into char {v} {text[v]!r}")
+                break
 
     first = np.full(len(text), n, dtype=np.int64)
     live = np.flatnonzero(owner >= 0)
     np.minimum.at(first, owner[live], live)
     nonspace = np.array([not ch.isspace() for ch in text])
     starts = first[nonspace]
-    if (np.diff(starts) <= 0).any():
-        k = int(np.flatnonzero(np.diff(starts) <= 0)[0])
-        pos = np.flatnonzero(nonspace)
-        return _drop("out_of_order", f"char {pos[k + 1]} {text[pos[k + 1]]!r} starts before"
-                     f" char {pos[k]} {text[pos[k]]!r}")
-    return ReviewedSegmentation(owner, rows)
+    present = starts < n  # an empty (flagged) character has no start
+    order = np.flatnonzero(present)
+    if (np.diff(starts[present]) <= 0).any():
+        k = int(np.flatnonzero(np.diff(starts[present]) <= 0)[0])
+        pos = np.flatnonzero(nonspace)[order]
+        flag("out_of_order", f"char {pos[k + 1]} {text[pos[k + 1]]!r} starts before"
+             f" char {pos[k]} {text[pos[k]]!r}")
+    return ReviewedSegmentation(owner, rows, flags=tuple(flags))

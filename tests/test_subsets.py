@@ -400,6 +400,7 @@ def _run_dsd_stage(tmp_path, repo_root, writer_split: str) -> int:
     """The subsets stage on a 6-writer synthetic BRUSH corpus, dsd's writer split replaced."""
     pre = tmp_path / "pre"
     write_ink(pre / "brush/sentences.h5", synthetic_corpus("brush", 6, 2, seed=5))
+    ReviewReport("preprocess", "brush").write(pre / "brush/review.csv")  # nothing dropped
     params = (repo_root / "params.yaml").read_text()
     params = params.replace("train_writers: [0, 49], test_writers: [50, 59]", writer_split)
     (tmp_path / "params.yaml").write_text(params)

@@ -6,6 +6,10 @@ Outputs under ``out``::
     <split>/gt.h5                              (validation and test: cashg-ink ground truth)
     stats.json, stats.md, review.csv
 
+Sentences are simplified by their weak-RDP mask, except the test ground truth of a protocol
+evaluated without RDP (DSD); flagged sentences of the segmentation review leave every split but
+a whole protocol test set (:mod:`preprocessing.subsets.test_set`).
+
 Identical inputs and params give byte-identical files.
 """
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cashg.ink import make_sentence, write_ink
+from preprocessing.benchmarks import UNSIMPLIFIED_TEST_GT_PROTOCOLS
 from preprocessing.config import BenchmarkConfig, SubsetsConfig
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.bigram_subset import build_bigram_table
@@ -29,20 +34,27 @@ from preprocessing.subsets.splits import assign_splits, check_nonempty
 from preprocessing.subsets.stats import split_statistics, stats_markdown
 from preprocessing.subsets.style_images import build_style_table
 from preprocessing.subsets.table import SampleTable
+from preprocessing.subsets.test_set import DroppedRecord, apply_review_flags, test_set_summary
 
 STAGE = "build_subsets"
 
 
-def write_gt(path: Path, sentences: list[SourceSentence], benchmark: str, split: str) -> int:
-    """The split's sentences as cashg-ink, with namespaced sentence and writer ids."""
+def write_gt(path: Path, sentences: list[SourceSentence], benchmark: str, split: str,
+             unsimplified: bool = False) -> int:
+    """The split's sentences as cashg-ink, with namespaced sentence and writer ids.
+
+    ``unsimplified``: every resampled point (no weak RDP; the root attribute ``rdp`` says which).
+    """
     def convert():
         for s in sentences:
-            attrs = dict(s.ink.attrs)
-            attrs["source_sentence_id"] = s.ink.sentence_id
+            ink = s.full if unsimplified and s.full is not None else s.ink
+            attrs = dict(ink.attrs)
+            attrs["source_sentence_id"] = ink.sentence_id
             attrs.setdefault("dataset", s.source)
-            yield make_sentence(s.sentence_id, s.writer, s.text, s.xy, s.pen, s.char_index,
-                                **attrs)
-    return write_ink(path, convert(), benchmark=benchmark, split=split)
+            yield make_sentence(s.sentence_id, s.writer, s.text, ink.xy, ink.pen,
+                                ink.char_index, **attrs)
+    return write_ink(path, convert(), benchmark=benchmark, split=split,
+                     rdp="off" if unsimplified else "weak")
 
 
 def _write_table(path: Path, table: SampleTable, benchmark: str, split: str, sources: str,
@@ -60,14 +72,19 @@ def build_benchmark(
     roots: Mapping[str, Path],
     out: Path,
     progress: bool = True,
+    dropped: Mapping[str, list[DroppedRecord]] | None = None,
 ) -> dict:
     """Build all subsets of benchmark ``name``; returns the statistics written to stats.json.
 
     Raises :class:`~preprocessing.subsets.splits.EmptySplitError` (nothing written) when the
-    train or test split ends with no sentence.
+    train or test split ends with no sentence, and
+    :class:`~preprocessing.subsets.test_set.IncompleteTestSetError` when a whole protocol test
+    set lost a record in preprocessing.
 
     ``inputs`` maps each source key to its preprocessed ``sentences.h5``; ``roots`` maps source
-    keys to dataset roots (for the IAM-OnDB lists).
+    keys to dataset roots (for the IAM-OnDB lists); ``dropped``: per source key the records the
+    preprocess stage dropped (:func:`~preprocessing.subsets.test_set.dropped_records`; None =
+    not checked).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,12 +96,16 @@ def build_benchmark(
         loaded[key] = list(tqdm(read_source(inputs[key], key, split_report),
                                 desc=f"{name}: read {key}", disable=not progress, unit="sent"))
     splits = assign_splits(loaded, bench.sources, roots, split_report)
+    splits = apply_review_flags(splits, bench.protocol, split_report)
     split_report.check()
     check_nonempty(name, splits, bench.sources, loaded, split_report)
+    test_set = test_set_summary(name, bench.protocol, splits["test"], dropped or {},
+                                bench.sources, roots)
     sources = ",".join(bench.sources)
     all_rows = list(split_report.rows)
     stats: dict = {"benchmark": name, "sources": list(bench.sources),
-                   "split_assignment": split_report.summary(), "splits": {}}
+                   "split_assignment": split_report.summary(), "test_set": test_set,
+                   "splits": {}}
     for split, sentences in splits.items():
         folder = out / split
         folder.mkdir(parents=True, exist_ok=True)
@@ -111,7 +132,8 @@ def build_benchmark(
             samples[kind] = len(table)
             all_rows.extend(rep.rows)
         if split != "train":
-            write_gt(folder / "gt.h5", sentences, name, split)
+            write_gt(folder / "gt.h5", sentences, name, split, unsimplified=split == "test"
+                     and bench.protocol in UNSIMPLIFIED_TEST_GT_PROTOCOLS)
         stats["splits"][split] = {
             "data": split_statistics(sentences),
             "samples": samples,

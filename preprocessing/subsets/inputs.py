@@ -42,8 +42,13 @@ class SourceSentence:
     char_index: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
-    ink: InkSentence  # the sentence as read (for the GT export)
+    ink: InkSentence  # the sentence as trained on: weak RDP applied (for the GT export)
     source_file: str = ""  # raw file relative to the dataset root ("" when unknown)
+    # every resampled point, when weak RDP removed some (None otherwise): the test ground truth
+    # of a protocol evaluated without RDP (preprocessing.benchmarks)
+    full: InkSentence | None = None
+    # segmentation-review flags of a kept but flawed segmentation (segmentation_review doc)
+    review_flags: tuple[str, ...] = ()
 
     def char_points(self, c: int) -> slice:
         return slice(int(self.starts[c]), int(self.ends[c]))
@@ -66,7 +71,13 @@ def _attr_str(attrs: dict, key: str) -> str:
 
 
 def to_source_sentence(source: str, s: InkSentence) -> SourceSentence:
-    """Wrap an ink sentence; raises ``InkFormatError`` when it is not in character order."""
+    """Wrap an ink sentence; raises ``InkFormatError`` when it is not in character order.
+
+    A preprocessed sentence with an ``rdp_keep`` mask is simplified here; its unsimplified
+    points stay in ``full``.
+    """
+    full = s.unmasked() if s.rdp_keep is not None else None
+    s = s.simplified()
     ci = s.char_index
     if len(ci) and (np.diff(ci) < 0).any():
         raise InkFormatError(f"sentence {s.sentence_id!r}: char_index is not non-decreasing")
@@ -85,6 +96,8 @@ def to_source_sentence(source: str, s: InkSentence) -> SourceSentence:
         ends=ends,
         ink=s,
         source_file=_attr_str(s.attrs, "source_file").strip(),
+        full=full,
+        review_flags=tuple(f for f in _attr_str(s.attrs, "review_flags").split(",") if f),
     )
 
 

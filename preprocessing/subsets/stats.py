@@ -57,6 +57,17 @@ def stats_markdown(benchmark: str, stats: Mapping) -> str:
     for k in kinds:
         vals = [stats["splits"][sp]["samples"].get(k, "--") for sp in splits]
         lines.append(f"| {k} samples | " + " | ".join(str(v) for v in vals) + " |")
+    ts = stats.get("test_set")
+    if ts:
+        def counts(d: Mapping) -> str:
+            return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
+        lines += ["", "## Test set and segmentation review", "",
+                  f"Protocol `{ts['protocol']}`: "
+                  + ("the test set is fixed by the split and kept whole"
+                     if ts["whole"] else "the test set is filtered like the other splits")
+                  + f". {ts['sentences']} sentences; flagged by the review and kept:"
+                  f" {counts(ts['review_flagged_kept'])}; its records dropped by preprocessing:"
+                  f" {counts(ts['preprocess_dropped'])}."]
     lines += ["", "## Drops by reason", ""]
     split_drops = stats["split_assignment"]["rejected_by_reason"]
     lines.append("- split assignment: " + (
