@@ -130,13 +130,24 @@ class SegmentationReviewConfig:
     max_unowned_fraction: float = 0.2
 
 
+# Per-language point-density policy (preprocess.point_density; PreprocessConfig)
+PointDensity = Literal["resample", "cap"]
+
+
 @dataclass(frozen=True)
 class PreprocessConfig:
     """Preprocessing (paper appendix B; owned by ``preprocessing/preprocess.py``).
 
-    ``resample_spacing``: arc-length step of the per-stroke resampling, in sentence heights
-    (density harmonisation across datasets). ``max_points_per_char``: per language, characters
-    with more points are resampled down (100 English, 160 Chinese, app. B.4).
+    ``point_density``: per language, how point density is controlled (paper app. B.2, B.4):
+    ``resample`` (English, app. B.2 "Resampling and RDP Settings") resamples every piece at
+    ``resample_spacing`` (arc-length step in sentence heights; density harmonisation across
+    datasets), widening the step for a character that would exceed ``max_points_per_char``
+    (at most that many points), then applies weak RDP (``rdp``); ``cap`` (Chinese, app. B.4
+    "Chinese Protocol Details") keeps the recorded points, no spacing resampling and no RDP,
+    and resamples only a character recorded with more than ``max_points_per_char`` points, to
+    exactly that many (as the authors' ``olhwd_cn_sent_dataset_generator.py`` does).
+    ``resample: false`` turns off all resampling (the spacing and both caps) for every dataset.
+    ``max_points_per_char``: per language, the point cap (100 English, 160 Chinese, app. B.4).
     ``min_kept_share``: the stage fails (naming the leading drop reasons and their fix, e.g.
     ``unsegmented`` -> set ``datasets.<key>.segmentation``) when it keeps nothing or less than
     this share of the parsed records.
@@ -147,6 +158,8 @@ class PreprocessConfig:
     resample_spacing: float = 0.04
     max_points_per_char: Mapping[str, int] = field(
         default_factory=lambda: _frozen_map(en=100, zh=160))
+    point_density: Mapping[str, PointDensity] = field(
+        default_factory=lambda: _frozen_map(en="resample", zh="cap"))
     rdp: RdpConfig = RdpConfig()
     review: SegmentationReviewConfig = SegmentationReviewConfig()
     space_points: bool = True  # spaces as pseudo-trajectory segments (paper Sec. 3.4)

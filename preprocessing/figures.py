@@ -1,4 +1,4 @@
-"""Preprocessing figures (paper appendix B, Figs. deskew and resampling + weak RDP).
+"""Preprocessing figures (paper appendix B, Figs. deskew and point-density harmonisation).
 
 Both take the ``trace`` of :func:`preprocessing.preprocess.preprocess_record` (``trace=True``)
 and write a PNG without timestamps (deterministic bytes for the same input).
@@ -52,27 +52,36 @@ def plot_deskew(trace: dict, angle_deg: float, title: str, path: str | Path) -> 
 
 def plot_resample_rdp(trace: dict, text: str, title: str, path: str | Path,
                       max_chars: int = 12) -> None:
-    """Before (recorded points) / after (resampled + weak RDP) on the first words of a line."""
+    """Before (recorded points) / after (the point-density step) on a few words of a line.
+
+    The window starts at the first character (for the ``cap`` policy: two characters before
+    the first resampled one, ``trace["focus_char"]``); the right panel is titled with
+    ``trace["density_label"]`` (e.g. ``resampled + weak RDP``, or ``as recorded`` when the
+    dataset's resampling and RDP are off).
+    """
     owner = trace["piece_owner"]
-    n = 0
-    for c, ch in enumerate(text):  # whole words up to max_chars characters
-        if ch.isspace() and c >= max_chars // 2:
+    label = trace.get("density_label", "resampled + weak RDP")
+    focus = trace.get("focus_char")
+    c0 = max(0, int(focus) - 2) if focus is not None else 0
+    n = c0
+    for c in range(c0, len(text)):  # whole words up to max_chars characters
+        if text[c].isspace() and c - c0 >= max_chars // 2:
             break
         n = c + 1
-        if c + 1 >= max_chars:
+        if c + 1 - c0 >= max_chars:
             break
-    pieces = range(int(np.searchsorted(owner, n)))
+    pieces = range(int(np.searchsorted(owner, c0)), int(np.searchsorted(owner, n)))
     before, ob = trace["deskewed"], trace["offsets_deskewed"]
     after, oa = trace["simplified"], trace["offsets_simplified"]
-    nb = int(ob[pieces.stop]) if pieces.stop else 0
-    na = int(oa[pieces.stop]) if pieces.stop else 0
+    nb = int(ob[pieces.stop] - ob[pieces.start])
+    na = int(oa[pieces.stop] - oa[pieces.start])
     red = 1.0 - na / max(nb, 1)
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
     _draw_pieces(axes[0], before, ob, pieces, dots=True)
     axes[0].set_title(f"recorded: {nb} points", fontsize=9)
     _draw_pieces(axes[1], after, oa, pieces, dots=True)
-    axes[1].set_title(f"resampled + weak RDP: {na} points", fontsize=9)
-    fig.suptitle(f"{title}: {text[:n]!r} - points reduced by {red:.0%}", fontsize=10)
+    axes[1].set_title(f"{label}: {na} points", fontsize=9)
+    fig.suptitle(f"{title}: {text[c0:n]!r} - points reduced by {red:.0%}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120, metadata=_PNG_META)
     plt.close(fig)

@@ -2,27 +2,46 @@
 
 Order (DESIGN.md section 5): segmentation review on the recorded indices (index-level, so it
 commutes with the affine steps; see :mod:`preprocessing.segmentation_review`) -> deskew ->
-point-density harmonisation (arc-length resampling per piece, per-character point cap, weak
-RDP) -> height normalisation (bbox height exactly 1.0) -> pen states -> space pseudo-points.
-Resampling spacing and RDP epsilon are in units of the deskewed sentence height, so they mean
-the same before and after normalisation.
+point-density control -> height normalisation (bbox height exactly 1.0) -> pen states -> space
+pseudo-points. Resampling spacing and RDP epsilon are in units of the deskewed sentence height,
+so they mean the same before and after normalisation.
+
+Point-density control follows the dataset language's policy (``preprocess.point_density``):
+
+* ``resample`` (English; paper app. B.2, "Resampling and RDP Settings"): arc-length resampling
+  of every piece at ``resample_spacing``, the spacing widened for a character that would get
+  more than ``max_points_per_char`` points (:func:`~preprocessing.geometry.capped_spacing`),
+  then weak RDP.
+* ``cap`` (Chinese; paper app. B.4, "Chinese Protocol Details": "When the number of points in
+  a character exceeds a predefined threshold (default: 160), the character trajectory is
+  resampled"): characters keep their recorded points; no spacing resampling and no RDP. A
+  character recorded with more than ``max_points_per_char`` points is resampled by arc length
+  to exactly that many (:func:`~preprocessing.geometry.capped_counts`), piece by piece, piece
+  ends kept. Exactly, not at most: the authors' OLHWD generator
+  (cashg-official ``src/preprocessing/olhwd_cn_sent_dataset_generator.py`` lines 675-680)
+  calls ``resample_trajectory_preserve_endpoints(char_traj, points_per_char)``
+  (``src/data/data_utils.py`` lines 220-389), whose per-stroke targets sum to the threshold,
+  and runs RDP only with ``--rdp_epsilon`` > 0 (default 0: off, lines 1082-1083, 1104).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 
 from cashg.ink import InkSentence, make_sentence
-from preprocessing.config import DatasetConfig, PreprocessConfig
+from preprocessing.config import DatasetConfig, PointDensity, PreprocessConfig
 from preprocessing.geometry import (
     GeometryShapeError,
+    capped_counts,
     capped_spacing,
     check_points,
     normalize_height,
     piece_lengths,
     resample_pieces,
+    resample_pieces_to_counts,
     rotate,
     skew_estimate,
     weak_rdp_mask,
@@ -35,6 +54,8 @@ from preprocessing.pen_states import (
 )
 from preprocessing.records import InkRecord
 from preprocessing.segmentation_review import ReviewSettings, review_segmentation
+
+POINT_DENSITY_POLICIES = get_args(PointDensity)
 
 
 @dataclass(frozen=True)
@@ -50,6 +71,7 @@ class RecordSettings:
     resample: bool = True
     resample_spacing: float = 0.04
     max_points_per_char: int = 100
+    point_density: PointDensity = "resample"  # see the module docstring
     rdp: bool = True
     rdp_epsilon: float = 0.006
     rdp_min_points: int = 10
@@ -58,13 +80,24 @@ class RecordSettings:
     review: ReviewSettings = ReviewSettings()
     space_points: bool = True
 
+    def __post_init__(self) -> None:
+        if self.point_density not in POINT_DENSITY_POLICIES:
+            raise ValueError(f"dataset {self.dataset_key!r}: point density policy"
+                             f" {self.point_density!r} is not one of"
+                             f" {list(POINT_DENSITY_POLICIES)}")
+
 
 def settings_for(key: str, dataset: DatasetConfig, cfg: PreprocessConfig) -> RecordSettings:
     """Resolve the per-dataset settings from the ``preprocess`` and ``datasets.<key>`` params."""
     deskew_on = cfg.deskew.datasets.get(key, dataset.format in cfg.deskew.formats)
-    if dataset.language not in cfg.max_points_per_char:
-        raise ValueError(f"params.yaml preprocess.max_points_per_char: no entry for language"
-                         f" {dataset.language!r} (dataset {key!r})")
+    for name in ("max_points_per_char", "point_density"):
+        if dataset.language not in getattr(cfg, name):
+            raise ValueError(f"params.yaml preprocess.{name}: no entry for language"
+                             f" {dataset.language!r} (dataset {key!r})")
+    policy = cfg.point_density[dataset.language]
+    if policy not in POINT_DENSITY_POLICIES:
+        raise ValueError(f"params.yaml preprocess.point_density.{dataset.language}: {policy!r}"
+                         f" is not one of {list(POINT_DENSITY_POLICIES)} (dataset {key!r})")
     return RecordSettings(
         dataset_key=key,
         deskew=bool(deskew_on),
@@ -75,6 +108,7 @@ def settings_for(key: str, dataset: DatasetConfig, cfg: PreprocessConfig) -> Rec
         resample=cfg.resample,
         resample_spacing=cfg.resample_spacing,
         max_points_per_char=int(cfg.max_points_per_char[dataset.language]),
+        point_density=policy,
         rdp=cfg.rdp.enabled,
         rdp_epsilon=cfg.rdp.epsilon,
         rdp_min_points=cfg.rdp.min_points,
@@ -95,7 +129,9 @@ class RecordResult:
 
     ``trace`` (only with ``trace=True``): intermediate (N, 2) arrays for figures:
     ``raw``, ``deskewed``, ``resampled``, ``simplified`` (all in character order after the
-    review, pre-normalisation units) and the piece offsets of the last three.
+    review, pre-normalisation units; a step that is off leaves its input) and the piece
+    offsets of the last three; ``density_label`` names what was applied and ``focus_char`` is
+    the first character the ``cap`` policy resampled (None otherwise).
     """
 
     sentence: InkSentence | None
@@ -106,6 +142,38 @@ class RecordResult:
 
 def _sentence_id(sample_id: str) -> str:
     return sample_id.replace("/", "_")
+
+
+def _cap_long_chars(pts: np.ndarray, offs: np.ndarray, char_piece_offsets: np.ndarray,
+                    cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``cap`` policy (paper app. B.4): characters with more than ``cap`` points resampled.
+
+    ``pts`` (N, 2) in character order with piece offsets ``offs`` (P + 1,); character ``c``
+    owns pieces ``char_piece_offsets[c]:char_piece_offsets[c + 1]``. Every other character
+    (and every piece left at its recorded count) keeps its recorded points. Returns the new
+    points, offsets and the indices of the resampled characters.
+    """
+    n_in = np.diff(offs)
+    per_char = np.diff(offs[char_piece_offsets])
+    capped = np.flatnonzero(per_char > cap)
+    if not len(capped):
+        return pts, offs, capped
+    counts = n_in.copy()
+    for c in capped:
+        a, b = char_piece_offsets[c], char_piece_offsets[c + 1]
+        counts[a:b] = capped_counts(n_in[a:b], cap)
+    new_pts, new_offs = resample_pieces_to_counts(pts, offs, counts)
+    return new_pts, new_offs, capped
+
+
+def _density_label(s: RecordSettings, rdp_on: bool) -> str:
+    """What the point-density step did, for the figure's title (the trace)."""
+    if s.point_density == "cap":
+        return (f"over {s.max_points_per_char} points/char resampled, no RDP" if s.resample
+                else "as recorded (resampling off)")
+    if s.resample:
+        return "resampled + weak RDP" if rdp_on else "resampled"
+    return "weak RDP" if rdp_on else "as recorded (resampling and RDP off)"
 
 
 def preprocess_record(record: InkRecord, s: RecordSettings, trace: bool = False) -> RecordResult:
@@ -161,7 +229,13 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
                        "height": height} if trace else None
 
     n_capped = 0
-    if s.resample:
+    cap_policy = s.point_density == "cap"
+    focus_char = None
+    if s.resample and cap_policy:
+        pts, offs, capped = _cap_long_chars(pts, offs, char_piece_offsets, s.max_points_per_char)
+        n_capped = len(capped)
+        focus_char = int(capped[0]) if n_capped else None
+    elif s.resample:
         spacing = np.full(len(p_owner), s.resample_spacing * height)
         lengths = piece_lengths(pts, offs)
         n_in = np.diff(offs)
@@ -184,7 +258,8 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
     # without RDP (DSD, paper Sec. 4.1). Pen states sit on piece ends, which RDP keeps.
     n_rdp_chars = 0
     rdp_keep = np.ones(len(pts), dtype=bool)
-    if s.rdp:
+    rdp_on = s.rdp and not cap_policy
+    if rdp_on:
         rdp_keep, eps_used = weak_rdp_mask(pts, offs, char_piece_offsets,
                                            s.rdp_epsilon * height, s.rdp_min_points,
                                            s.rdp_max_halvings, s.rdp_max_removed_fraction)
@@ -195,6 +270,8 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
         tr["simplified"] = pts[rdp_keep].copy()
         tr["offsets_simplified"] = np.concatenate([[0], np.cumsum(kept_per_piece)]).astype(
             np.int64)
+        tr["density_label"] = _density_label(s, rdp_on)
+        tr["focus_char"] = focus_char
 
     pts, _, _ = normalize_height(pts)
     pen = label_pen_states(offs, p_owner, p_next, record.text)
@@ -377,7 +454,15 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
     Rows go to ``report`` (a :class:`~preprocessing.review.ReviewReport`, whose seen/kept
     counts are updated). Returns the statistics for ``summary.json`` and the record indices
     picked for the figures (``deskew``: the largest applied angle; ``resample_rdp``: the median
-    point reduction).
+    point reduction, or for the ``cap`` policy, which leaves most sentences as recorded, the
+    largest).
+
+    Point statistics, for both point-density policies: ``points_raw`` after the review,
+    ``points_resampled`` after the resampling step (the spacing resampling, or the ``cap``
+    policy's resampling of long characters; ``points_raw`` when resampling is off),
+    ``points_final`` after weak RDP (none for ``cap``), spaces excluded; ``chars_capped``
+    the characters whose point count the cap reduced (``resample``: spacing widened; ``cap``:
+    resampled to the cap); ``chars_rdp`` the characters weak RDP simplified.
     """
     from cashg.ink import write_ink
 
@@ -417,7 +502,10 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
         picks["deskew"] = max(angles, key=lambda t: (abs(t[0]), -t[1]))[1]
     if reductions:
         reductions.sort()
-        picks["resample_rdp"] = reductions[len(reductions) // 2][1]
+        if settings.point_density == "cap":
+            picks["resample_rdp"] = max(reductions, key=lambda t: (t[0], -t[1]))[1]
+        else:
+            picks["resample_rdp"] = reductions[len(reductions) // 2][1]
     stats = {
         **totals,
         "point_reduction": round(1.0 - totals["points_final"] / max(totals["points_raw"], 1), 4),

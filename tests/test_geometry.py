@@ -13,6 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 from preprocessing.geometry import (
     GeometryShapeError,
+    capped_counts,
     capped_spacing,
     deskew,
     normalize_height,
@@ -20,6 +21,7 @@ from preprocessing.geometry import (
     rdp_indices,
     rdp_mask,
     resample_pieces,
+    resample_pieces_to_counts,
     resample_polyline,
     rotate,
     skew_angle_deg,
@@ -139,6 +141,53 @@ def test_capped_spacing():
     _, offs = resample_pieces(pts, np.array([0, 50, 100]), sp)
     assert offs[-1] <= 100 and offs[-1] >= 95
     assert capped_spacing(n_in, lengths, 1.0, 100) == 1.0  # already under the cap
+
+
+def test_capped_counts_exact_and_proportional():
+    # app. B.4 as the authors' resample_trajectory_preserve_endpoints: exactly the cap, ends kept
+    np.testing.assert_array_equal(capped_counts(np.array([100, 150, 150]), 160), [40, 60, 60])
+    np.testing.assert_array_equal(capped_counts(np.array([50, 60]), 160), [50, 60])  # under
+    np.testing.assert_array_equal(capped_counts(np.array([160]), 160), [160])
+    np.testing.assert_array_equal(capped_counts(np.array([1, 1, 300]), 10), [1, 1, 8])
+    # more stroke ends than the cap: the ends stay (the character stays above the cap)
+    np.testing.assert_array_equal(capped_counts(np.array([5] * 6 + [1]), 10), [2] * 6 + [1])
+    with pytest.raises(GeometryShapeError):
+        capped_counts(np.array([-1, 5]), 3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 400), min_size=1, max_size=12), st.integers(1, 300))
+def test_capped_counts_properties(n_in, cap):
+    n = np.array(n_in, np.int64)
+    out = capped_counts(n, cap)
+    ends = np.minimum(n, 2)
+    assert (out <= n).all() and (out >= ends).all()
+    if n.sum() <= cap:
+        np.testing.assert_array_equal(out, n)
+    elif ends.sum() <= cap:
+        assert out.sum() == cap
+    else:
+        np.testing.assert_array_equal(out, ends)
+
+
+def test_resample_pieces_to_counts():
+    rng = np.random.default_rng(0)
+    pts = np.cumsum(rng.normal(size=(30, 2)), axis=0)
+    offs = np.array([0, 1, 3, 13, 30])
+    new, new_offs = resample_pieces_to_counts(pts, offs, np.array([1, 2, 10, 5]))
+    np.testing.assert_array_equal(new_offs, [0, 1, 3, 13, 18])
+    np.testing.assert_array_equal(new[:13], pts[:13])  # pieces at their count: as recorded
+    np.testing.assert_array_equal(new[13], pts[13])  # the resampled piece keeps its ends
+    np.testing.assert_array_equal(new[17], pts[29])
+    step = piece_lengths(pts, offs)[3] / 4
+    np.testing.assert_allclose(piece_lengths(new, new_offs)[3], piece_lengths(pts, offs)[3],
+                               rtol=0.5)
+    # the interior lies on the recorded polyline at equal arc-length steps of the original
+    again = resample_pieces(pts[13:30], np.array([0, 17]), np.array([step]))[0]
+    np.testing.assert_allclose(new[13:18], again)
+    for bad in ([0, 2, 10, 5], [1, 1, 10, 5], [1, 2, 10]):
+        with pytest.raises(GeometryShapeError):
+            resample_pieces_to_counts(pts, offs, np.array(bad))
 
 
 @settings(max_examples=40, deadline=None)

@@ -340,3 +340,149 @@ def test_deskew_guard_low_confidence():
     pts = np.vstack([flat, block])
     theta, reason = skew_estimate(pts, min_length=0.0)
     assert (theta, reason) == (0.0, "low_confidence")
+
+
+# --------------------------------------------------------------------------- point density
+
+def _zh_settings(**pre):
+    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from preprocessing.preprocess import settings_for
+
+    return settings_for("casia2", DatasetConfig("casia_ptts", "x", language="zh"),
+                        PreprocessConfig(**pre))
+
+
+def _zh_record():
+    """A Chinese line: 50 recorded points (2 strokes), 400 (3 strokes), exactly 160 (1)."""
+    rng = np.random.default_rng(3)
+
+    def stroke(n, x0, dx, y0=0.0):
+        return _line(n, x0, y0=y0, dx=dx, wave=4.0) + rng.normal(scale=0.3, size=(n, 2))
+
+    strokes = [stroke(20, 0, 0.9), stroke(30, 2, 0.5, y0=8.0),  # 中: 50 points
+               stroke(100, 40, 0.3), stroke(150, 40, 0.2, y0=6.0),  # 国: 400 points
+               stroke(150, 45, 0.15, y0=12.0),
+               stroke(160, 80, 0.2)]  # 人: exactly the cap
+    sizes = np.cumsum([0] + [len(s) for s in strokes])
+    chars = [np.arange(sizes[0], sizes[2]), np.arange(sizes[2], sizes[5]),
+             np.arange(sizes[5], sizes[6])]
+    return _rec(strokes, chars, "中国人", sid="zh1"), strokes
+
+
+def test_chinese_cap_policy_keeps_recorded_points_and_caps_long_chars():
+    """Paper app. B.4: Chinese characters keep their recorded points; only a character with
+    more than 160 points is resampled (to exactly 160, as the authors' OLHWD generator does);
+    no arc-length spacing resampling and no RDP (issue #15 item 7)."""
+    rec, strokes = _zh_record()
+    settings = _zh_settings()
+    assert settings.point_density == "cap" and settings.max_points_per_char == 160
+    res = preprocess_record(rec, settings, trace=True)
+    s = res.sentence
+    counts = np.bincount(s.char_index, minlength=3)
+    assert counts.tolist() == [50, 160, 160]
+    assert res.stats["chars_capped"] == 1 and res.stats["chars_rdp"] == 0
+    assert res.stats["points_resampled"] == res.stats["points_final"] == 370
+    # the 50- and 160-point characters: the recorded points up to one similarity transform
+    # (deskew rotation + height normalisation), in recorded order
+    for c, idx in ((0, [0, 1]), (2, [5])):
+        recorded = np.concatenate([strokes[i] for i in idx])
+        got = s.xy[s.char_index == c].astype(np.float64)
+        design = np.column_stack([recorded, np.ones(len(recorded))])
+        coef, *_ = np.linalg.lstsq(design, got, rcond=None)
+        np.testing.assert_allclose(design @ coef, got, atol=1e-5)
+        a = coef[:2]
+        np.testing.assert_allclose(a.T @ a, np.eye(2) * (a.T @ a)[0, 0], atol=1e-9)
+    # the long character: every stroke keeps its first and last point, strokes stay strokes
+    trace_desk, offs = res.trace["deskewed"], res.trace["offsets_deskewed"]
+    after, offs_a = res.trace["simplified"], res.trace["offsets_simplified"]
+    for p in (2, 3, 4):
+        np.testing.assert_array_equal(after[offs_a[p]], trace_desk[offs[p]])
+        np.testing.assert_array_equal(after[offs_a[p + 1] - 1], trace_desk[offs[p + 1] - 1])
+    assert np.diff(offs_a)[2:5].tolist() == [40, 60, 60]  # in proportion to 100 / 150 / 150
+    assert (s.pen[s.char_index == 1] == PU).sum() == 2
+    assert res.trace["focus_char"] == 1 and "no RDP" in res.trace["density_label"]
+
+
+def test_chinese_cap_policy_off_switches():
+    rec, _ = _zh_record()
+    # resample: false turns the cap off too: every character as recorded
+    res = preprocess_record(rec, _zh_settings(resample=False))
+    assert np.bincount(res.sentence.char_index).tolist() == [50, 400, 160]
+    assert res.stats["chars_capped"] == 0
+    # the resample policy for zh (spacing + cap at most 160 + weak RDP), when asked for
+    from types import MappingProxyType as M
+
+    res = preprocess_record(rec, _zh_settings(point_density=M({"en": "resample",
+                                                                "zh": "resample"})))
+    assert np.bincount(res.sentence.char_index)[1] <= 160
+    assert np.bincount(res.sentence.char_index)[0] != 50
+
+
+def test_english_keeps_resample_policy():
+    """English stays on arc-length resampling + cap + weak RDP (the default, unchanged)."""
+    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from preprocessing.preprocess import settings_for
+
+    settings = settings_for("iam", DatasetConfig("iam_ondb", "x"), PreprocessConfig())
+    assert settings.point_density == "resample" and settings.rdp and settings.resample
+    assert settings == RecordSettings("iam", deskew=True)  # the pre-policy defaults
+    for rec in _records(3)[:3]:
+        a = preprocess_record(rec, settings)
+        b = preprocess_record(rec, RecordSettings("iam"))
+        np.testing.assert_array_equal(a.sentence.xy, b.sentence.xy)
+        assert a.stats["chars_rdp"] > 0
+        assert a.stats["points_resampled"] != a.stats["points_raw"]
+
+
+def test_point_density_params_validation():
+    from types import MappingProxyType as M
+
+    from cashg.params import ParamsError, build
+    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from preprocessing.preprocess import settings_for
+
+    with pytest.raises(ParamsError, match=r"preprocess\.point_density\.zh: 'keep' is not one"):
+        build(PreprocessConfig, {"point_density": {"en": "resample", "zh": "keep"}},
+              "params.yaml: preprocess")
+    cfg = build(PreprocessConfig, {"point_density": {"en": "resample"}},
+                "params.yaml: preprocess")
+    with pytest.raises(ValueError, match=r"preprocess\.point_density: no entry for language"
+                                         r" 'zh' \(dataset 'casia2'\)"):
+        settings_for("casia2", DatasetConfig("casia_ptts", "x", language="zh"), cfg)
+    with pytest.raises(ValueError, match=r"point_density\.zh: 'rdp' is not one of"):
+        settings_for("casia2", DatasetConfig("casia_ptts", "x", language="zh"),
+                     PreprocessConfig(point_density=M({"zh": "rdp"})))
+    with pytest.raises(ValueError, match="point density policy 'x'"):
+        RecordSettings("t", point_density="x")
+
+
+def test_stage_chinese_summary_and_figures(tmp_path):
+    """The stage on a zh dataset: truthful counts (nothing resampled but the long character,
+    no RDP) and both figures although RDP and spacing resampling are off."""
+    from preprocessing.stages.preprocess import main
+
+    rec, _ = _zh_record()
+    write_records(tmp_path / "records.h5", [rec])
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets:\n  casia2:\n    format: casia_ptts\n    root: x\n"
+                      "    language: zh\n")
+    out = tmp_path / "out"
+    assert main(["--dataset", "casia2", "--records", str(tmp_path / "records.h5"), "--out",
+                 str(out), "--params", str(params), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["points_raw"] == 610 and summary["points_resampled"] == 370
+    assert summary["points_final"] == 370
+    assert summary["chars_capped"] == 1 and summary["chars_rdp"] == 0
+    assert summary["points_per_char"]["max"] == 160
+    assert (out / "resample_rdp_example.png").stat().st_size > 0
+
+
+def test_resample_rdp_figure_with_steps_off(tmp_path):
+    from preprocessing.figures import plot_resample_rdp
+
+    rec = _records(1)[0]
+    res = preprocess_record(rec, RecordSettings("t", resample=False, rdp=False), trace=True)
+    assert res.trace["density_label"] == "as recorded (resampling and RDP off)"
+    np.testing.assert_array_equal(res.trace["simplified"], res.trace["deskewed"])
+    plot_resample_rdp(res.trace, rec.text, "t", tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0

@@ -7,15 +7,18 @@ from preprocessing.geometry.deskew import deskew, rotate, skew_angle_deg, skew_e
 from preprocessing.geometry.normalize import normalize_height
 from preprocessing.geometry.rdp import rdp_indices, rdp_mask, weak_rdp_mask
 from preprocessing.geometry.resample import (
+    capped_counts,
     capped_spacing,
     piece_lengths,
     resample_pieces,
+    resample_pieces_to_counts,
     resample_polyline,
 )
 from preprocessing.geometry.shapes import GeometryShapeError, check_offsets, check_points
 
 __all__ = [
     "GeometryShapeError",
+    "capped_counts",
     "capped_spacing",
     "check_offsets",
     "check_points",
@@ -25,6 +28,7 @@ __all__ = [
     "rdp_indices",
     "rdp_mask",
     "resample_pieces",
+    "resample_pieces_to_counts",
     "resample_polyline",
     "rotate",
     "skew_angle_deg",

@@ -1,4 +1,4 @@
-"""Arc-length resampling of stroke pieces, and the per-character point cap.
+"""Arc-length resampling of stroke pieces, and the per-character point caps.
 
 A *piece* is a run of time-consecutive points of one stroke owned by one character (a whole
 stroke when the stroke belongs to one character). Pieces are resampled independently, each
@@ -8,6 +8,16 @@ boundary inside a cursive stroke survive exactly (pen events depend on them; pap
 Resampling puts points at equal arc-length steps along the piece's polyline (linear
 interpolation), ``n_seg = max(1, round(L / spacing))`` segments for a piece of length ``L``;
 a single-point piece stays one point; a piece of zero length keeps its first and last point.
+
+Two ways to bound a character's point count (``preprocess.point_density`` picks one per
+language, see :mod:`preprocessing.preprocess`):
+
+* :func:`capped_spacing` (``resample``, English): the smallest common spacing at which the
+  character's pieces get at most ``cap`` points;
+* :func:`capped_counts` + :func:`resample_pieces_to_counts` (``cap``, Chinese, paper app. B.4):
+  a character recorded with more than ``cap`` points is resampled to exactly ``cap``, shared
+  among its pieces in proportion to their recorded point counts; characters at or under the
+  cap, and pieces left at their recorded count, keep their recorded points.
 """
 
 from __future__ import annotations
@@ -46,13 +56,13 @@ def piece_lengths(points: np.ndarray, piece_offsets: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
-def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.ndarray,
-                     lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndarray,
+                 out_offsets: np.ndarray, keep_same: bool) -> np.ndarray:
+    """Points of every piece at equal arc-length steps, ``out_offsets`` giving the counts.
+
+    ``keep_same``: a piece whose output count equals its input count is copied as recorded.
+    """
     n_pieces = piece_offsets.shape[0] - 1
-    out_offsets = np.zeros(n_pieces + 1, dtype=np.int64)
-    for p in range(n_pieces):
-        n_in = piece_offsets[p + 1] - piece_offsets[p]
-        out_offsets[p + 1] = out_offsets[p] + _n_out(n_in, lengths[p], spacing[p])
     out = np.empty((out_offsets[n_pieces], 2), dtype=np.float64)
     for p in range(n_pieces):
         a = piece_offsets[p]
@@ -60,6 +70,11 @@ def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.
         o = out_offsets[p]
         m = out_offsets[p + 1] - o
         if m == 0:
+            continue
+        if keep_same and m == b - a:
+            for i in range(m):
+                out[o + i, 0] = points[a + i, 0]
+                out[o + i, 1] = points[a + i, 1]
             continue
         out[o, 0] = points[a, 0]
         out[o, 1] = points[a, 1]
@@ -89,7 +104,18 @@ def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.
                 t = 0.0
             out[o + k, 0] = points[j, 0] + t * (points[j + 1, 0] - points[j, 0])
             out[o + k, 1] = points[j, 1] + t * (points[j + 1, 1] - points[j, 1])
-    return out, out_offsets
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.ndarray,
+                     lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n_pieces = piece_offsets.shape[0] - 1
+    out_offsets = np.zeros(n_pieces + 1, dtype=np.int64)
+    for p in range(n_pieces):
+        n_in = piece_offsets[p + 1] - piece_offsets[p]
+        out_offsets[p + 1] = out_offsets[p] + _n_out(n_in, lengths[p], spacing[p])
+    return _fill_kernel(points, piece_offsets, lengths, out_offsets, False), out_offsets
 
 
 def resample_pieces(points: np.ndarray, piece_offsets: np.ndarray,
@@ -158,3 +184,82 @@ def capped_spacing(n_in: np.ndarray, lengths: np.ndarray, spacing: float, cap: i
         else:
             lo = mid
     return hi
+
+
+def capped_counts(n_in: np.ndarray, cap: int) -> np.ndarray:
+    """Per-piece point counts (P,) int64 that bring one character to exactly ``cap`` points.
+
+    ``n_in`` (P,) are the recorded point counts of the character's pieces. A character with at
+    most ``cap`` points keeps them (``n_in`` is returned). Otherwise every piece first keeps its
+    ends (1 point for a single-point piece, 2 for others); the remaining ``cap - sum(ends)``
+    points are shared in proportion to each piece's remaining recorded points
+    (``n_in - ends``), rounded down, the leftover going one each to the largest remainders
+    (ties: earlier piece). No piece gets more points than it has, and the total is ``cap``.
+    When the piece ends alone exceed ``cap`` (more than ``cap / 2`` strokes) the ends are
+    returned: stroke ends are never dropped (paper app. B.2), so such a character stays above
+    the cap.
+
+    This follows the authors' ``resample_trajectory_preserve_endpoints`` (cashg-official
+    ``src/data/data_utils.py`` lines 220-389): per-stroke targets summing to the threshold,
+    at least the stroke's end points each, the rest in proportion to the stroke's point count,
+    largest remainders first.
+    """
+    n = np.asarray(n_in, dtype=np.int64)
+    if n.ndim != 1 or np.any(n < 0):
+        raise GeometryShapeError(f"capped_counts: n_in must be (P,) counts >= 0, got {n!r}")
+    if cap < 1:
+        raise GeometryShapeError(f"capped_counts: cap must be >= 1, got {cap}")
+    total = int(n.sum())
+    if total <= cap:
+        return n.copy()
+    ends = np.minimum(n, 2)
+    rest = cap - int(ends.sum())
+    if rest <= 0:
+        return ends
+    room = n - ends  # sum(room) = total - sum(ends) > rest
+    share = room * rest  # integer arithmetic: exact shares and remainders
+    base = share // int(room.sum())
+    remainder = share % int(room.sum())
+    left = rest - int(base.sum())  # < number of pieces with a non-zero remainder
+    if left:
+        order = np.lexsort((np.arange(len(n)), -remainder))
+        base[order[:left]] += 1
+    return ends + base
+
+
+def resample_pieces_to_counts(points: np.ndarray, piece_offsets: np.ndarray,
+                              counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Resample every piece to a given number of points at equal arc-length steps.
+
+    A piece whose count equals its recorded point count keeps its recorded points (not moved
+    to equal steps); the others keep their first and last point, with the interior at equal
+    arc-length steps (as :func:`resample_pieces`).
+
+    Args:
+        points: (N, 2) float64, pieces contiguous.
+        piece_offsets: (P + 1,) int64.
+        counts: (P,) int, the new points per piece: 0 for an empty piece, 1 for a single-point
+            piece, at least 2 for the others (both ends kept).
+
+    Returns:
+        new points (sum(counts), 2) float64 and new piece offsets (P + 1,) int64.
+
+    Raises:
+        GeometryShapeError: ``points`` or offsets malformed, ``counts`` not (P,) integers, or a
+            count below the piece's ends (see ``counts``).
+    """
+    pts = check_points(points, "resample_pieces_to_counts")
+    offs = check_offsets(piece_offsets, len(pts), "resample_pieces_to_counts")
+    cnt = np.asarray(counts)
+    if cnt.shape != (len(offs) - 1,) or (len(cnt) and not np.issubdtype(cnt.dtype, np.integer)):
+        raise GeometryShapeError(f"resample_pieces_to_counts: counts must be ({len(offs) - 1},)"
+                                 f" integers, got shape {cnt.shape} dtype {cnt.dtype}")
+    cnt = cnt.astype(np.int64)
+    n_in = np.diff(offs)
+    bad = (cnt < np.minimum(n_in, 2)) | ((n_in == 0) & (cnt != 0)) | ((n_in == 1) & (cnt != 1))
+    if bad.any():
+        p = int(np.flatnonzero(bad)[0])
+        raise GeometryShapeError(f"resample_pieces_to_counts: piece {p} of {int(n_in[p])}"
+                                 f" point(s) cannot get {int(cnt[p])} (its ends must stay)")
+    out_offs = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+    return _fill_kernel(pts, offs, piece_lengths(pts, offs), out_offs, True), out_offs
