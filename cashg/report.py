@@ -314,8 +314,9 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
     for exp in dict.fromkeys((*benchmarks, *ablation)):
         rel = _copy(results / "generate" / exp / "lines.png", images, f"generated_{exp}.png")
         if rel:
-            parts += [f"### {exp}: generated test-writer lines (each under its ground truth)",
-                      "", f"![{exp}]({rel})", ""]
+            split = (_read_json(results / "generate" / exp / "summary.json") or {}).get("split")
+            parts += [f"### {exp}: generated {split or 'held-out'}-writer lines (each under its"
+                      " ground truth)", "", f"![{exp}]({rel})", ""]
         rel = _copy(results / "evaluate" / exp / "samples.png", images, f"eval_{exp}.png")
         if rel:
             parts += [f"Boundary labels of {exp} (green: CURSIVE_EOC, red: EOC):", "",

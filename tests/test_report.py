@@ -108,6 +108,11 @@ def test_report_states_the_split_table3_was_scored_on(tmp_path):
             in table3)
     assert "Sec. 4.5" in table3
     assert "909" not in table3
+    for exp in ("merged", "merged-full"):
+        (results / "generate" / exp / "lines.png").write_bytes(b"png")
+    text = build_report(results, tmp_path / "report", ("merged",))
+    assert "### merged: generated test-writer lines" in text
+    assert "### merged-full: generated validation-writer lines" in text
     _scored(results, "merged-neither", "test", 905, 909)  # a stale row on another split
     table3 = _table_section(build_report(results, tmp_path / "report", ("merged",)),
                             "layout of the paper's Table 3")
