@@ -206,8 +206,9 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class GenerateConfig:
-    """Generation of the test split for evaluation (paper Sec. 4: one fully autoregressive
-    sample per test input). Owned by cashg/training (generate stage).
+    """Generation of a held-out split for evaluation (paper Sec. 4: one fully autoregressive
+    sample per test input): each benchmark's test split, and the ablation's ``ablation.split``
+    (validation). Owned by cashg/training (generate stage).
 
     Decoding: ``greedy`` = the mean of the most probable mixture component and the most
     probable pen state at every step, the authors' decoding (their
@@ -224,7 +225,7 @@ class GenerateConfig:
     max_char_points: int = 100
     batch_size: int = 64  # sentences decoded together (rows advance independently)
     plot_lines: int = 4
-    limit: int = 0  # generate only the first N test sentences (0 = all)
+    limit: int = 0  # generate only the first N sentences of the split (0 = all)
 
     # keys of earlier versions -> where they live now (cashg.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"n_refs": "model.style_refs"}

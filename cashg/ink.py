@@ -240,5 +240,13 @@ def read_ink(path: str | Path) -> dict[str, InkSentence]:
         return {s.sentence_id: s for s in f}
 
 
+def split_of(path: str | Path) -> dict[str, str | None]:
+    """``{"benchmark": ..., "split": ...}`` of a cashg-ink file: the root attributes the
+    subsets stage writes on every ``<split>/gt.h5`` (``None`` each where absent)."""
+    with InkFile(path) as f:
+        return {key: _as_str(f.attrs[key]) if key in f.attrs else None
+                for key in ("benchmark", "split")}
+
+
 def _as_str(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)

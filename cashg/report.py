@@ -9,7 +9,11 @@ a dataset swap changes the report with no code change:
 - Table 2 layout: sentence-level CSM and DTW per benchmark, the model against the ground truth
   scored against a seeded perturbed copy of itself (a reference point for the metric scale);
 - Table 3 layout: the 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) on the
-  ablation benchmark (the merged set by default);
+  ablation benchmark (the merged set by default), one row per ``ablation.variants`` entry
+  placed by its switches (the full model is a variant like the others, not the benchmark's
+  own experiment), with the split and the number of sentences the rows were scored on under
+  it, read from each row's generation and evaluation records
+  (``results/generate/<variant>/summary.json``, ``results/evaluate/<variant>/details.json``);
 - under each table, the decoding that generated its rows (greedy, the authors' decoding, or
   stochastic sampling with its temperature and bias), read from what each generate stage
   recorded (``results/generate/<experiment>/summary.json``), one line when all rows agree,
@@ -28,6 +32,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from cashg.evaluation.tables import format_value, table2_markdown
 from cashg.training.generate_stage import describe_decoding
@@ -36,11 +41,12 @@ from cashg.training.generate_stage import describe_decoding
 BENCHMARKS = ("dsd", "deepwriting", "merged")
 # experiment -> (Bi-SWT, gated context fusion), the paper's Table 3 rows in its order
 ABLATION = {
-    "merged": (True, True),
+    "merged-full": (True, True),
     "merged-no_biswt": (False, True),
     "merged-no_gate": (True, False),
     "merged-neither": (False, False),
 }
+ABLATION_BENCHMARK = "merged"
 _CSM = ("F1_cursive", "CRE", "KGS", "SSS")
 
 
@@ -87,6 +93,53 @@ def decoding_markdown(results: Path, experiments: Sequence[str]) -> list[str]:
     return [*lines, ""]
 
 
+def _scored_on(results: Path, exp: str) -> tuple[str | None, str | None, int | None, int | None]:
+    """``(split, benchmark, sentences scored, sentences in the split)`` of one experiment, from
+    its evaluation record (``details.json``), the split and benchmark falling back on its
+    generation record (``summary.json``); ``None`` where neither says."""
+    details = _read_json(results / "evaluate" / exp / "details.json") or {}
+    summary = _read_json(results / "generate" / exp / "summary.json") or {}
+    split = details.get("gt_split") or summary.get("split")
+    bench = details.get("gt_benchmark") or summary.get("benchmark")
+    return split, bench, details.get("n_scored"), details.get("n_gt", summary.get("sentences"))
+
+
+def scored_on_markdown(results: Path, experiments: Sequence[str]) -> list[str]:
+    """Lines saying which split (of which benchmark) and how many sentences the Table 3 rows
+    of ``experiments`` were scored on, as their generate and evaluate stages recorded it
+    (``results/generate/<experiment>/summary.json``, ``results/evaluate/<experiment>/
+    details.json``; not the params). One sentence when all rows agree, else one line per row;
+    [] without experiments."""
+    if not experiments:
+        return []
+    records = {exp: _scored_on(results, exp) for exp in experiments}
+
+    def text(split, bench, n_scored, n_split) -> str:
+        if split is None or n_scored is None:
+            return "not recorded"
+        where = f"the **{split}** split" + (f" of `{bench}`" if bench else "")
+        count = f"{n_scored} sentences"
+        if n_split is not None and n_split != n_scored:
+            count += f" of its {n_split} (the others excluded or missing)"
+        return f"{where}: {count}"
+
+    source = ("Recorded by the generate and evaluate stages in"
+              " `results/generate/<experiment>/summary.json` and"
+              " `results/evaluate/<experiment>/details.json`.")
+    paper = ("The paper scores Table 3 on the validation subset (Sec. 4.5: \"the same validation"
+             " subset under the same training schedule\"); Table 2 above is scored on each"
+             " benchmark's test split. Under a protocol that excludes sentences (`deepwriting`)"
+             " the excluded set is decided from this split's ground truth, the same for every row"
+             " (`results/evaluate/<experiment>/exclusions.json`).")
+    texts = {exp: text(*rec) for exp, rec in records.items()}
+    kinds = set(texts.values())
+    if len(kinds) == 1 and kinds != {"not recorded"}:
+        return [f"Every row is scored on {next(iter(kinds))}. {source} {paper}", ""]
+    lines = ["The split and sentences each row is scored on:", ""]
+    lines += [f"- `{exp}`: {t}" for exp, t in texts.items()]
+    return [*lines, "", f"{source} {paper}", ""]
+
+
 def _copy(src: Path, images: Path, name: str) -> str | None:
     """Copy an image next to the report; its relative path, or None when it does not exist."""
     if not src.is_file():
@@ -96,23 +149,29 @@ def _copy(src: Path, images: Path, name: str) -> str | None:
     return f"images/{name}"
 
 
-def experiments_from_params(
-    path: str | Path,
-) -> tuple[tuple[str, ...], dict[str, tuple[bool, bool]], tuple[str, ...]]:
-    """``(benchmarks, ablation, datasets)`` of a params file, as :func:`build_report` takes them.
+class ReportExperiments(NamedTuple):
+    """What a params file names for the report (:func:`experiments_from_params`)."""
 
-    The ablation rows: the ablation benchmark itself (Bi-SWT on, fusion on), then each variant
-    with its switches, in the Table 3 order (on/on, off/on, on/off, off/off).
+    benchmarks: tuple[str, ...]  # the Table 2 rows
+    ablation: dict[str, tuple[bool, bool]]  # Table 3: variant -> (Bi-SWT, fusion), in order
+    datasets: tuple[str, ...]
+    ablation_benchmark: str
+
+
+def experiments_from_params(path: str | Path) -> ReportExperiments:
+    """The benchmarks, the ablation rows, the datasets and the ablation's benchmark of a params
+    file, as :func:`build_report` takes them.
+
+    The ablation rows are the variants (``ablation.variants``) with their switches, in the
+    Table 3 order (on/on, off/on, on/off, off/off): the full model is the variant with both
+    switches on (the params check requires exactly one), never the benchmark itself.
     """
     from cashg.params import load_params
 
     params = load_params(path)
     ablation = params["ablation"]
-    rows = {ablation.benchmark: (True, True)}
-    rows.update({name: (v.bi_swt, v.gated_fusion) for name, v in ablation.variants.items()})
-    order = [(True, True), (False, True), (True, False), (False, False)]
-    rows = dict(sorted(rows.items(), key=lambda kv: order.index(kv[1])))
-    return tuple(params["subsets"].benchmarks), rows, tuple(params["datasets"])
+    return ReportExperiments(tuple(params["subsets"].benchmarks), ablation.rows(),
+                             tuple(params["datasets"]), ablation.benchmark)
 
 
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
@@ -138,11 +197,13 @@ def recognizer_markdown(rows: list[tuple[str, dict | None]]) -> str:
 def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARKS,
                  ablation: Mapping[str, tuple[bool, bool]] | None = None,
                  datasets: Sequence[str] | None = None,
+                 ablation_benchmark: str | None = None,
                  recognizers: Sequence[str] | None = None) -> str:
     """Write ``out/report.md`` (and ``out/images/``) from the stage outputs under ``results``.
 
     ``benchmarks``: the Table 2 rows; ``ablation``: experiment -> (Bi-SWT, fusion) for Table 3
-    (default :data:`ABLATION`); ``datasets``: the dataset keys of the data section (default:
+    (default :data:`ABLATION`), ``ablation_benchmark`` the benchmark it runs on (its title;
+    default ``merged``); ``datasets``: the dataset keys of the data section (default:
     every folder found); ``recognizers``: the benchmarks with a recognizer (default: those of
     ``benchmarks`` with a ``results/recognizer/<benchmark>/summary.json``). Outputs of other
     experiments under ``results`` (left over from an earlier dataset choice) are not shown.
@@ -152,6 +213,7 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         return names is None or folder.name in names
 
     ablation = ABLATION if ablation is None else ablation
+    ablation_benchmark = ablation_benchmark or ABLATION_BENCHMARK
     out.mkdir(parents=True, exist_ok=True)
     images = out / "images"
     parts = [
@@ -197,9 +259,11 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         " of the paper); *CER GT* / *WER GT*: the same recognizer on the ground-truth test"
         " lines, the floor for this recognizer. `--`: no recognizer for the benchmark.",
         "",
-        f"## Ablation on `{next(iter(ablation), 'merged')}` (layout of the paper's Table 3)",
+        f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)",
         "",
     ]
+    if not ablation:
+        parts += ["_No ablation in params (`ablation.variants` is empty)._", ""]
     ablation_rows = []
     for exp, (bi_swt, fusion) in ablation.items():
         path = results / "evaluate" / exp / "metrics.json"
@@ -207,9 +271,12 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         if metrics is None:
             missing.append(str(path))
         ablation_rows.append((bi_swt, fusion, metrics))
-    parts.append(table3_markdown(ablation_rows))
-    parts += decoding_markdown(results, [exp for exp in ablation if
-                                         (results / "evaluate" / exp / "metrics.json").is_file()])
+    if ablation_rows:
+        scored = [exp for exp in ablation
+                  if (results / "evaluate" / exp / "metrics.json").is_file()]
+        parts.append(table3_markdown(ablation_rows))
+        parts += scored_on_markdown(results, scored)
+        parts += decoding_markdown(results, scored)
 
     if recognizers is None:
         recognizers = [b for b in benchmarks
@@ -247,8 +314,9 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
     for exp in dict.fromkeys((*benchmarks, *ablation)):
         rel = _copy(results / "generate" / exp / "lines.png", images, f"generated_{exp}.png")
         if rel:
-            parts += [f"### {exp}: generated test-writer lines (each under its ground truth)",
-                      "", f"![{exp}]({rel})", ""]
+            split = (_read_json(results / "generate" / exp / "summary.json") or {}).get("split")
+            parts += [f"### {exp}: generated {split or 'held-out'}-writer lines (each under its"
+                      " ground truth)", "", f"![{exp}]({rel})", ""]
         rel = _copy(results / "evaluate" / exp / "samples.png", images, f"eval_{exp}.png")
         if rel:
             parts += [f"Boundary labels of {exp} (green: CURSIVE_EOC, red: EOC):", "",
@@ -295,7 +363,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.params is not None:
-        build_report(args.results, args.out, *experiments_from_params(args.params),
+        build_report(args.results, args.out, **experiments_from_params(args.params)._asdict(),
                      recognizers=recognizers_from_params(args.params))
     else:
         build_report(args.results, args.out)

@@ -199,6 +199,18 @@ class SourceSplitConfig:
     test_files: tuple[str, ...] = ()
     on_writer_overlap: Literal["error", "drop_from_eval", "allow"] = "error"
 
+    def defines_split(self, split: str) -> bool:
+        """Whether this rule can put sentences into ``split`` (``train``, ``validation`` or
+        ``test``): a ``writer_range`` rule has train and test ranges always and a validation
+        range only with ``validation_writers``; the other rules need a non-empty
+        ``<split>_lists`` / ``<split>_files``. Whether it does depends on the data (the subsets
+        stage leaves an empty validation split out)."""
+        if self.rule == "writer_range":
+            return split != "validation" or self.validation_writers is not None
+        if self.rule == "iam_lists":
+            return bool(getattr(self, f"{split}_lists"))
+        return bool(getattr(self, f"{split}_files"))
+
 
 SubsetKind = Literal["char", "bigram", "sentence", "style"]
 

@@ -355,11 +355,16 @@ def test_merged_example_dag(tmp_path):
     ablation = {n for n in dvc if "ablation" in n}
     assert ablation == {f"{s}__merged_{v}" for s in ("train_ablation", "generate_ablation",
                                                      "evaluate_ablation")
-                        for v in ("no_biswt", "no_gate", "neither")}
+                        for v in ("full", "no_biswt", "no_gate", "neither")}
     argv = shlex.split(dvc["evaluate_ablation__merged_no_gate"].cmd)
     assert argv[argv.index("--protocol") + 1] == "merged"
-    assert argv[argv.index("--gt") + 1] == "results/subsets/en_merged/test/gt.h5"
+    assert argv[argv.index("--gt") + 1] == "results/subsets/en_merged/validation/gt.h5"
+    assert "--exclusions-from-gt" in argv
     assert argv[argv.index("--recognizer-if-listed") + 1] == "en_merged"
+    argv = shlex.split(dvc["generate_ablation__merged_full"].cmd)
+    assert argv[argv.index("--style") + 1] == "results/subsets/en_merged/validation/style.h5"
+    assert "--set model.bi_swt=true --set model.gated_fusion=true" in \
+        dvc["train_ablation__merged_full"].cmd
     assert "--benchmark en_merged" in dvc["train_ablation__merged_neither"].cmd
     assert "--set model.bi_swt=false --set model.gated_fusion=false" in \
         dvc["train_ablation__merged_neither"].cmd
@@ -371,8 +376,9 @@ def test_demo_params_keep_the_demo_benchmarks():
     assert {k: (b.protocol, b.primary, b.secondary) for k, b in benches.items()} == {
         "dsd": ("dsd", "brush", "brush"), "deepwriting": ("deepwriting", "iam", "iam"),
         "merged": ("merged", "iam", "brush")}
-    assert set(params["ablation"].variants) == {"merged-no_biswt", "merged-no_gate",
-                                                "merged-neither"}
+    assert set(params["ablation"].variants) == {"merged-full", "merged-no_biswt",
+                                                "merged-no_gate", "merged-neither"}
+    assert params["ablation"].split == "validation"
 
 
 def test_examples_load(tmp_path):

@@ -314,20 +314,116 @@ def test_sdt_glyph_protocol_averages_over_glyphs():
 
 
 def test_pipeline_evaluations_apply_the_gt_stage_exclusion_record():
-    """Item 9 in the DAG: evaluate_gt@<b> writes results/evaluate_gt/<b>/exclusions.json and
-    every evaluation of <b>'s ground truth (evaluate@<b>, evaluate_ablation@<v>) reads it."""
+    """Item 9 in the DAG: evaluate_gt@<b> writes results/evaluate_gt/<b>/exclusions.json from
+    <b>'s test ground truth, and every evaluation of that test split (evaluate@<b>) reads it."""
     import shlex
 
     from workflow.dag import load_stages
 
     stages = {s.name: s for s in load_stages(Path(__file__).parents[1])}
-    evaluations = [s for n, s in stages.items() if n.startswith(("evaluate@", "evaluate_ablation@"))]
+    evaluations = [s for n, s in stages.items() if n.startswith("evaluate@")]
     assert evaluations
     for stage in evaluations:
         argv = shlex.split(stage.cmd)
         gt = argv[argv.index("--gt") + 1]
         bench = Path(gt).parts[2]  # results/subsets/<bench>/test/gt.h5
+        assert Path(gt).parts[3] == "test", stage.name
         record = f"results/evaluate_gt/{bench}/exclusions.json"
         assert argv[argv.index("--exclusions") + 1] == record, stage.name
         assert record in stage.deps, stage.name
         assert record in {o.path for o in stages[f"evaluate_gt@{bench}"].outs}
+        assert shlex.split(stages[f"evaluate_gt@{bench}"].cmd)[4] == gt
+
+
+def test_pipeline_scores_the_ablation_on_its_validation_split(repo_root):
+    """Table 3 (paper Sec. 4.5: "the same validation subset under the same training
+    schedule"): every cell, the full model included, is trained by train_ablation and
+    generated and scored on ablation.split of the ablation benchmark (validation), with an
+    exclusion record decided from that split's ground truth, not evaluate_gt's test record."""
+    import shlex
+
+    from cashg.params import load_params
+    from workflow.dag import load_stages
+
+    ablation = load_params(repo_root / "params.yaml")["ablation"]
+    assert ablation.split == "validation"
+    stages = {s.name: s for s in load_stages(repo_root)}
+    split_dir = f"results/subsets/{ablation.benchmark}/validation"
+    for variant, (bi_swt, fusion) in ablation.rows().items():
+        train = stages[f"train_ablation@{variant}"].cmd
+        assert f"--set model.bi_swt={str(bi_swt).lower()}" in train
+        assert f"--set model.gated_fusion={str(fusion).lower()}" in train
+        gen = shlex.split(stages[f"generate_ablation@{variant}"].cmd)
+        assert gen[gen.index("--gt") + 1] == f"{split_dir}/gt.h5"
+        assert gen[gen.index("--style") + 1] == f"{split_dir}/style.h5"
+        stage = stages[f"evaluate_ablation@{variant}"]
+        argv = shlex.split(stage.cmd)
+        assert argv[argv.index("--gt") + 1] == f"{split_dir}/gt.h5"
+        assert argv[argv.index("--pred") + 1] == f"results/generate/{variant}/pred.h5"
+        assert "--exclusions-from-gt" in argv and "--exclusions" not in argv
+        assert not any(d.startswith("results/evaluate_gt") for d in stage.deps)
+        outs = {o.path for o in stage.outs}
+        assert {f"results/evaluate/{variant}/exclusions.json",
+                f"results/evaluate/{variant}/details.json"} <= outs  # read by the report
+    assert (True, True) in ablation.rows().values()  # the full cell is one of them
+
+
+def _split_gt(path, split, sentences, bench="b"):
+    write_ink(path, sentences, benchmark=bench, split=split)
+    return path
+
+
+def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, capsys):
+    """`cashg evaluate --exclusions-from-gt` decides the exclusion record from --gt itself
+    (the ablation's validation split, which evaluate_gt does not cover), writes it next to
+    the outputs and applies it; a record of another split is refused under every protocol,
+    also one that excludes nothing."""
+    import argparse
+
+    import yaml
+
+    from cashg.evaluation import stage
+
+    corpus = _corpus()
+    val = _split_gt(tmp_path / "validation" / "gt.h5", "validation",
+                    [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
+    test = _split_gt(tmp_path / "test" / "gt.h5", "test",
+                     [_sentence(f"t{i}", "w9", "the end", 10 + i) for i in range(3)])
+    write_ink(tmp_path / "pred.h5", corpus)
+    repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    repo_params["evaluate"].update(plot_sentences=0)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(repo_params))
+    assert stage.main(["--gt", str(test), "--out", str(tmp_path / "gt_eval"), "--params",
+                       str(params), "--no-progress"]) == 0
+    test_record = tmp_path / "gt_eval" / "exclusions.json"
+
+    def cli(out, protocol, *extra):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return run(parser.parse_args(
+            ["--gt", str(val), "--pred", str(tmp_path / "pred.h5"), "--out", str(tmp_path / out),
+             "--protocol", protocol, "--no-progress", "--params", str(params), *extra]))
+
+    capsys.readouterr()
+    for protocol in ("deepwriting", "merged"):  # the test split's record, validation scored
+        assert cli(f"wrong_{protocol}", protocol, "--exclusions", str(test_record)) == 2
+        err = capsys.readouterr().err
+        assert "made from a different ground truth" in err and "--exclusions-from-gt" in err
+    for protocol in ("deepwriting", "merged"):
+        out = tmp_path / protocol
+        assert cli(protocol, protocol, "--exclusions-from-gt") == 0
+        doc = json.loads((out / "exclusions.json").read_text())
+        assert doc["gt"]["path"] == str(val) and doc["gt"]["n_sentences"] == len(corpus)
+        assert [e["sentence_id"] for e in doc["excluded"]] == ["s1"]
+        details = json.loads((out / "details.json").read_text())
+        assert (details["gt_split"], details["gt_benchmark"]) == ("validation", "b")
+        excluded = (out / "excluded.csv").read_text().splitlines()[1:]
+        if protocol == "deepwriting":
+            assert details["n_scored"] == len(corpus) - 1 and excluded[0].startswith("s1,")
+        else:  # merged excludes nothing
+            assert details["n_scored"] == len(corpus) and not excluded
+    with pytest.raises(SystemExit):  # one record or the other
+        cli("both", "merged", "--exclusions", str(test_record), "--exclusions-from-gt")
+
+

@@ -2,7 +2,7 @@
 
 import json
 
-from cashg.report import build_report, table3_markdown
+from cashg.report import ABLATION, build_report, table3_markdown
 
 
 def _metrics(value: float) -> dict:
@@ -46,7 +46,9 @@ def test_table3_layout():
 
 
 def test_report_follows_the_params(tmp_path, repo_root):
-    """Benchmarks and ablation come from params; outputs of other experiments are left out."""
+    """Benchmarks and ablation come from params; outputs of other experiments are left out.
+    The Table 3 rows are the variants, placed by their switches (not by their order in params
+    or their names); the benchmark's own experiment is no Table 3 row."""
     import yaml
 
     from cashg.report import experiments_from_params
@@ -55,21 +57,79 @@ def test_report_follows_the_params(tmp_path, repo_root):
     benches = params["subsets"]["benchmarks"]
     params["subsets"]["benchmarks"] = {"en": benches["merged"], "dsd": benches["dsd"]}
     params["ablation"]["benchmark"] = "en"
-    params["ablation"]["variants"] = {"en-neither": {"bi_swt": False, "gated_fusion": False}}
+    params["ablation"]["variants"] = {"b": {"bi_swt": False, "gated_fusion": False},
+                                      "a": {"bi_swt": True, "gated_fusion": True}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
-    benchmarks, ablation, datasets = experiments_from_params(path)
+    benchmarks, ablation, datasets, ablation_benchmark = experiments_from_params(path)
     assert benchmarks == ("en", "dsd") and datasets == ("iam", "brush")
-    assert ablation == {"en": (True, True), "en-neither": (False, False)}
+    assert list(ablation.items()) == [("a", (True, True)), ("b", (False, False))]
+    assert ablation_benchmark == "en"
     results = tmp_path / "results"
-    for exp, value in (("en", 0.11), ("en-neither", 0.22), ("stale", 0.99)):
+    for exp, value in (("en", 0.11), ("a", 0.33), ("b", 0.22), ("stale", 0.99)):
         (results / "evaluate" / exp).mkdir(parents=True)
         (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(value)))
-    text = build_report(results, tmp_path / "report", benchmarks, ablation, datasets)
+    text = build_report(results, tmp_path / "report", benchmarks, ablation, datasets,
+                        ablation_benchmark)
     assert "| en | CASHG (this run) | 0.11 |" in text
-    assert "| On | On | 0.11 |" in text and "| Off | Off | 0.22 |" in text
+    table3 = _table_section(text, "layout of the paper's Table 3")
+    assert "## Ablation on `en`" in text
+    rows = [line for line in table3.splitlines() if line.startswith(("| On", "| Off"))]
+    assert rows[0].startswith("| On | On | 0.33 |") and rows[1].startswith("| Off | Off | 0.22 |")
+    assert "0.11" not in table3  # the benchmark's own (test-split) experiment is no cell
     assert "0.99" not in text and "stale" not in text
     assert "results/evaluate/dsd/metrics.json" in text  # named in params, not run yet
+
+
+def _scored(results, exp: str, split: str, n_scored: int, n_gt: int, bench: str = "merged"):
+    """What the generate and evaluate stages record about the ground truth they used."""
+    (results / "generate" / exp).mkdir(parents=True, exist_ok=True)
+    (results / "generate" / exp / "summary.json").write_text(json.dumps(
+        {"gt": f"results/subsets/{bench}/{split}/gt.h5", "benchmark": bench, "split": split,
+         "sentences": n_gt}))
+    (results / "evaluate" / exp).mkdir(parents=True, exist_ok=True)
+    (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(0.5)))
+    (results / "evaluate" / exp / "details.json").write_text(json.dumps(
+        {"gt": f"results/subsets/{bench}/{split}/gt.h5", "gt_benchmark": bench,
+         "gt_split": split, "n_gt": n_gt, "n_scored": n_scored}))
+
+
+def test_report_states_the_split_table3_was_scored_on(tmp_path):
+    """Under Table 3 the report says which split and how many sentences the rows were scored
+    on, from the generate / evaluate records (not from params): one sentence when every row
+    agrees, one line per row when they differ."""
+    results = tmp_path / "results"
+    for exp in ABLATION:
+        _scored(results, exp, "validation", 240, 240)
+    _scored(results, "merged", "test", 909, 909)  # the benchmark's own experiment (Table 2)
+    text = build_report(results, tmp_path / "report", ("merged",))
+    table3 = _table_section(text, "layout of the paper's Table 3")
+    assert ("Every row is scored on the **validation** split of `merged`: 240 sentences"
+            in table3)
+    assert "Sec. 4.5" in table3
+    assert "909" not in table3
+    for exp in ("merged", "merged-full"):
+        (results / "generate" / exp / "lines.png").write_bytes(b"png")
+    text = build_report(results, tmp_path / "report", ("merged",))
+    assert "### merged: generated test-writer lines" in text
+    assert "### merged-full: generated validation-writer lines" in text
+    _scored(results, "merged-neither", "test", 905, 909)  # a stale row on another split
+    table3 = _table_section(build_report(results, tmp_path / "report", ("merged",)),
+                            "layout of the paper's Table 3")
+    assert "- `merged-full`: the **validation** split of `merged`: 240 sentences" in table3
+    assert ("- `merged-neither`: the **test** split of `merged`: 905 sentences of its 909"
+            in table3)
+    (results / "evaluate" / "merged-no_gate" / "details.json").unlink()
+    (results / "generate" / "merged-no_gate" / "summary.json").unlink()
+    table3 = _table_section(build_report(results, tmp_path / "report", ("merged",)),
+                            "layout of the paper's Table 3")
+    assert "- `merged-no_gate`: not recorded" in table3
+
+
+def test_report_without_ablation(tmp_path):
+    text = build_report(tmp_path / "results", tmp_path / "report", ("dsd",), {})
+    table3 = _table_section(text, "layout of the paper's Table 3")
+    assert "No ablation in params" in table3 and "| Bi-SWT |" not in table3
 
 
 def test_report_shows_legibility(tmp_path):
@@ -115,10 +175,11 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
     the generate stages' own records: one sentence when every row agrees, one line per row
     when they differ, and 'not recorded' when a stage recorded nothing."""
     results = tmp_path / "results"
-    for exp in ("dsd", "merged", "merged-no_biswt", "merged-no_gate", "merged-neither"):
+    for exp in ("dsd", "merged", "merged-full", "merged-no_biswt", "merged-no_gate",
+                "merged-neither"):
         (results / "evaluate" / exp).mkdir(parents=True)
         (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(0.1)))
-    for exp in ("dsd", "merged"):
+    for exp in ("dsd", "merged", "merged-full"):
         _generated(results, exp, greedy=True)
     _generated(results, "merged-no_biswt", greedy=True)
     _generated(results, "merged-no_gate", temperature=0.8, bias=1.0)
@@ -129,7 +190,8 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
             in table2)
     table3 = _table_section(text, "layout of the paper's Table 3")
     assert "Generated with" not in table3  # the rows differ: one line per row
-    assert "- `merged`: greedy decoding (the authors' decoding)" in table3
+    assert "- `merged-full`: greedy decoding (the authors' decoding)" in table3
+    assert "- `merged`:" not in table3  # the benchmark's own experiment is no Table 3 row
     assert "- `merged-no_biswt`: greedy decoding (the authors' decoding)" in table3
     assert "- `merged-no_gate`: stochastic sampling, temperature 0.8, bias 1.0" in table3
     assert "- `merged-neither`: not recorded" in table3

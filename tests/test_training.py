@@ -385,9 +385,13 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
     assert summary["decoding_text"] == "stochastic sampling, temperature 1.0, bias 0.0"
     assert summary["style_refs"] == TINY.style_refs == cfg.style_refs
     assert summary["sentences"] == 3
+    # and the ground truth it generated: path, benchmark and split (the report's Table 3 note)
+    assert (summary["gt"], summary["benchmark"], summary["split"]) == (
+        str(subsets / "test" / "gt.h5"), "toy", "test")
     with InkFile(gen / "pred.h5") as f:
         assert json.loads(f.attrs["decoding"]) == summary["decoding"]
         assert int(f.attrs["style_refs"]) == TINY.style_refs
+        assert (f.attrs["benchmark"], f.attrs["split"]) == ("toy", "test")
 
 
 @pytest.mark.usefixtures("one_torch_thread")

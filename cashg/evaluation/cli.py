@@ -5,8 +5,18 @@ exists, else from :class:`cashg.config.EvaluateConfig`; command-line options ove
 
 ``--exclusions FILE``: the record of the sentences a protocol excludes (``deepwriting``),
 decided once from the ground truth by the ``evaluate_gt`` stage
-(``results/evaluate_gt/<benchmark>/exclusions.json``, :mod:`cashg.evaluation.exclusions`);
-that protocol refuses to score without it (exit status 2), the others ignore it.
+(``results/evaluate_gt/<benchmark>/exclusions.json``, from the benchmark's test split,
+:mod:`cashg.evaluation.exclusions`); that protocol refuses to score without a record (exit
+status 2), the others exclude nothing. A record made from another ground truth (another
+benchmark or split) or threshold is refused under every protocol.
+``--exclusions-from-gt`` instead decides the record from ``--gt`` itself (the same rule and
+``evaluate.seg_error_threshold``), writes it to ``OUT/exclusions.json`` and applies it: the
+ablation's evaluations use it for ``ablation.split`` (validation), which ``evaluate_gt`` does
+not cover. The record depends on the ground truth alone, so every method scored on that
+split loses the same sentences.
+
+``details.json`` records the ground truth's ``benchmark`` and ``split`` (``gt_benchmark``,
+``gt_split``: root attributes the subsets stage writes) next to its path and the counts.
 
 ``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
 lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
@@ -28,10 +38,15 @@ from cashg.evaluation.evaluate import (
     evaluate,
     load_pair,
 )
-from cashg.evaluation.exclusions import ExclusionRecordError, read_exclusions
+from cashg.evaluation.exclusions import (
+    ExclusionRecordError,
+    exclusion_record,
+    read_exclusions,
+    write_exclusions,
+)
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
-from cashg.ink import InkFormatError
+from cashg.ink import InkFormatError, split_of
 from cashg.params import ParamsError, load_section
 
 __all__ = ["add_arguments", "recognizer_file", "report_missing", "run"]
@@ -53,10 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              " protocol's own, SDT's for sdt_glyph and exact otherwise)")
     parser.add_argument("--workers", type=int, default=None,
                         help="DTW threads (a runtime knob; default 2)")
-    parser.add_argument("--exclusions", type=Path, default=None,
-                        help="exclusion record of the ground truth (evaluate_gt stage:"
-                             " results/evaluate_gt/<benchmark>/exclusions.json); required by"
-                             " protocols that exclude sentences (deepwriting)")
+    records = parser.add_mutually_exclusive_group()
+    records.add_argument("--exclusions", type=Path, default=None,
+                         help="exclusion record of the ground truth (evaluate_gt stage:"
+                              " results/evaluate_gt/<benchmark>/exclusions.json, test split);"
+                              " protocols that exclude sentences (deepwriting) need a record")
+    records.add_argument("--exclusions-from-gt", action="store_true",
+                         help="decide the exclusion record from --gt itself, write it to"
+                              " OUT/exclusions.json and apply it (a split evaluate_gt does not"
+                              " cover, e.g. the ablation's validation split)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--method", default=None, help="method name for table.md")
     parser.add_argument("--recognizer", type=Path, default=None,
@@ -113,12 +133,21 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         gt, pred = load_pair(args.gt, args.pred)
-        record = read_exclusions(args.exclusions) if args.exclusions is not None else None
+        origin = split_of(args.gt)
+        if args.exclusions_from_gt:
+            path = write_exclusions(args.out / "exclusions.json",
+                                    exclusion_record(gt, options.seg_error_threshold, args.gt))
+            record = read_exclusions(path)  # as the evaluate_gt stage does
+            print(f"cashg evaluate: {len(record.excluded)} of {len(gt)} ground-truth sentences"
+                  f" have segmentation errors in >= {record.threshold} characters -> {path}")
+        else:
+            record = read_exclusions(args.exclusions) if args.exclusions is not None else None
         result = evaluate(gt, pred, options, progress=not args.no_progress, exclusions=record)
     except (InkFormatError, EmptyGroundTruthError, ExclusionRecordError) as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
-    result.details.update({"gt": str(args.gt), "pred": str(args.pred)})
+    result.details.update({"gt": str(args.gt), "pred": str(args.pred),
+                           "gt_benchmark": origin["benchmark"], "gt_split": origin["split"]})
     if recognizer is not None:
         from cashg.evaluation.legibility import score_legibility
 
@@ -132,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     report_missing(result)
     path = write_outputs(result, args.out, gt, pred, method=args.method or args.pred.stem,
                          plot_sentences=cfg.plot_sentences)
-    print(f"cashg evaluate: {result.details['n_scored']} sentences scored,"
+    split = f" of the {origin['split']} split" if origin["split"] else ""
+    print(f"cashg evaluate: {result.details['n_scored']} sentences{split} scored,"
           f" {len(result.missing)} missing, {len(result.excluded)} excluded -> {path}")
     return 0

@@ -161,7 +161,8 @@ def evaluate(
 
     A protocol that excludes sentences (``deepwriting``) needs ``exclusions``, the record of
     :func:`cashg.evaluation.exclusions.exclusion_record` for this ``gt``; without it this
-    raises :class:`ExclusionRecordError`. Other protocols ignore it.
+    raises :class:`ExclusionRecordError`. Other protocols exclude nothing, but a record given
+    to them must still be this ``gt``'s (else :class:`ExclusionRecordError`).
     """
     protocol = get_protocol(options.protocol)
     excluded_ids = _excluded_ids(protocol, gt, exclusions, options.seg_error_threshold)
@@ -268,7 +269,11 @@ def _excluded_ids(
     protocol: Protocol, gt: Mapping[str, InkSentence], record: ExclusionRecord | None,
     threshold: int,
 ) -> dict[str, str]:
-    """``{sentence_id: reason}`` the protocol excludes, from the checked ``record``."""
+    """``{sentence_id: reason}`` the protocol excludes, from the checked ``record``. A given
+    record is checked against ``gt`` under every protocol: a record of another ground truth
+    (another benchmark or split) or threshold is refused even where nothing is excluded."""
+    if record is not None:
+        check_record(record, gt, threshold)
     if not protocol.exclude_segmentation_errors:
         return {}
     if record is None:
@@ -279,14 +284,16 @@ def _excluded_ids(
             " evaluate_gt stage's results/evaluate_gt/<benchmark>/exclusions.json"
             " (cashg evaluate --exclusions FILE), or make one with"
             " python -m cashg.evaluation.stage --gt GT.h5 --out DIR")
-    check_record(record, gt, threshold)
     return {sid: f"{reason} [{record.source or 'exclusion record'}]"
             for sid, (_, reason) in record.excluded.items()}
 
 
 def _exclusions_detail(protocol: Protocol, record: ExclusionRecord | None) -> dict[str, Any]:
     if not protocol.exclude_segmentation_errors:
-        return {"applied": False, "reason": f"protocol {protocol.name!r} excludes nothing"}
+        detail = {"applied": False, "reason": f"protocol {protocol.name!r} excludes nothing"}
+        if record is not None:  # checked against the ground truth all the same
+            detail["record"] = record.source or "in memory"
+        return detail
     assert record is not None  # _excluded_ids refused a missing record
     return {"applied": True, "record": record.source or "in memory",
             "threshold": record.threshold, "gt_sha256": record.gt_digest,

@@ -5,9 +5,13 @@ symmetrically exclude outliers with segment errors in three or more characters f
 models." The same sentences are left out for every compared method, so the set cannot depend
 on a prediction: it is the ground-truth sentences whose character segmentation has errors in
 ``>= threshold`` characters (``cashg.metrics.boundaries.segmentation_errors``), computed once
-by the ``evaluate_gt`` stage and written as a record, ``results/evaluate_gt/<benchmark>/
-exclusions.json``, that every evaluation of that benchmark applies (``cashg evaluate
---exclusions``). Scoring a protocol that excludes sentences without the record is an error.
+by the ``evaluate_gt`` stage from the benchmark's test split and written as a record,
+``results/evaluate_gt/<benchmark>/exclusions.json``, that every evaluation of that split applies
+(``cashg evaluate --exclusions``). The ablation, scored on another split (``ablation.split``,
+validation by default), decides its record from that split's ground truth in each evaluation
+(``cashg evaluate --exclusions-from-gt``: the same sentences for every cell, since the record
+depends on the ground truth alone). Scoring a protocol that excludes sentences without the
+record is an error.
 
 The record (JSON, ``format = "cashg-exclusions"``, ``version = 1``) names the rule and its
 threshold, the ground truth it was made from (path, number of sentences and a SHA-256 digest of
@@ -140,4 +144,6 @@ def check_record(
         raise ExclusionRecordError(
             f"{where}: made from a different ground truth ({record.n_gt} sentences,"
             f" {record.gt_path or 'unknown path'}) than the one evaluated ({len(gt)} sentences);"
-            " rebuild it from this ground truth (evaluate_gt stage)")
+            " rebuild it from this ground truth (evaluate_gt stage, which covers a benchmark's"
+            " test split), or decide it from the evaluated ground truth itself (cashg evaluate"
+            " --exclusions-from-gt, e.g. for a validation split)")

@@ -1,23 +1,28 @@
-"""Generate stage: the test split's sentences in the writers' styles, for evaluation.
+"""Generate stage: a held-out split's sentences in the writers' styles, for evaluation.
 
     python -m cashg.training.generate_stage --checkpoint results/train/EXP/model.pt \\
-        --gt results/subsets/B/test/gt.h5 --style results/subsets/B/test/style.h5 \\
+        --gt results/subsets/B/SPLIT/gt.h5 --style results/subsets/B/SPLIT/style.h5 \\
         --out results/generate/EXP [--device auto|cpu|cuda] [--threads N]
 
-For every ground-truth sentence (sorted ids; the first ``generate.limit`` when > 0) the model
-writes the same text fully autoregressively (paper Sec. 4: one sample per test input) with the
-style references of the same writer: the checkpoint's ``model.style_refs`` images of ``--style``
-(the number the model was trained with; evenly spaced, repeated cyclically when a writer has
-fewer). Outputs in ``--out``:
+The pipeline generates each benchmark's test split (``generate@<benchmark>``, Table 2) and
+the ablation benchmark's ``ablation.split``, validation by default
+(``generate_ablation@<variant>``, Table 3). For every ground-truth sentence (sorted ids; the
+first ``generate.limit`` when > 0) the model writes the same text fully autoregressively
+(paper Sec. 4: one sample per test input) with the style references of the same writer: the
+checkpoint's ``model.style_refs`` images of ``--style`` (the number the model was trained
+with; evenly spaced, repeated cyclically when a writer has fewer). Outputs in ``--out``:
 
 - ``pred.h5``: cashg-ink with the GT's sentence ids and writer ids (input of
   ``cashg.evaluation.stage`` / ``cashg evaluate --gt ... --pred ...``); its root attributes
-  ``checkpoint``, ``decoding`` (JSON, see below) and ``style_refs`` say how it was made;
+  ``checkpoint``, ``decoding`` (JSON, see below), ``style_refs``, ``gt`` and the GT's
+  ``benchmark`` and ``split`` say how it was made;
 - ``lines.png``: the first ``generate.plot_lines`` sentences, ground truth above generation;
 - ``summary.json``: what produced ``pred.h5``: ``decoding`` (``greedy``, ``temperature``,
   ``bias``, ``max_char_points``, ``seed``: :func:`decoding_record`), ``style_refs``, the
-  checkpoint, the number of sentences, the device and the seconds. The report reads the
-  decoding of each table row from here (:func:`describe_decoding`).
+  checkpoint, the ground truth (``gt``: its path; ``benchmark`` and ``split``: its root
+  attributes, written by the subsets stage), the number of sentences, the device and the
+  seconds. The report reads the decoding of each table row from here
+  (:func:`describe_decoding`), and the split of the Table 3 rows.
 
 Decoding (``generate`` params): ``greedy: true`` takes the mean of the most probable mixture
 component and the most probable pen state at every step, the authors' decoding (their
@@ -107,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cashg.training.generate_stage",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--gt", required=True, type=Path, help="test split gt.h5 (cashg-ink)")
-    parser.add_argument("--style", required=True, type=Path, help="test split style.h5")
+    parser.add_argument("--gt", required=True, type=Path,
+                        help="the split's gt.h5 (cashg-ink), e.g. results/subsets/B/test/gt.h5")
+    parser.add_argument("--style", required=True, type=Path,
+                        help="the same split's style.h5")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cashg.generation.cli import unknown_characters
-    from cashg.ink import InkFormatError, write_ink
+    from cashg.ink import InkFormatError, split_of, write_ink
     from cashg.model.checkpoint import CheckpointError, load_model
     from cashg.params import ParamsError, load_section
     from cashg.render import render_png
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in (args.gt, args.style):
             if not p.is_file():
                 raise FileNotFoundError(f"{p}: file not found")
+        origin = split_of(args.gt)
         pred, gts = generate_split(model, cfg, gcfg, args.gt, args.style, device,
                                    not args.no_progress)
     except (ParamsError, CheckpointError, InkFormatError, FileNotFoundError, ValueError,
@@ -147,18 +155,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     decoding = decoding_record(gcfg)
     write_ink(args.out / "pred.h5", pred, checkpoint=str(args.checkpoint),
-              decoding=json.dumps(decoding, sort_keys=True), style_refs=cfg.style_refs)
+              decoding=json.dumps(decoding, sort_keys=True), style_refs=cfg.style_refs,
+              gt=str(args.gt), **{k: v for k, v in origin.items() if v is not None})
     rows = []
     for g, p in list(zip(gts, pred))[: gcfg.plot_lines]:
         rows += [g, p]
     render_png(rows, args.out / "lines.png")
     summary = {"decoding": decoding, "decoding_text": describe_decoding(decoding),
                "style_refs": cfg.style_refs, "checkpoint": str(args.checkpoint),
+               "gt": str(args.gt), **origin,
                "sentences": len(pred), "device": str(device),
                "seconds": round(time.perf_counter() - t0, 2)}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                            encoding="utf-8")
-    print(f"generate_stage: {len(pred)} sentences ({describe_decoding(decoding)}, "
+    print(f"generate_stage: {len(pred)} sentences of {args.gt} (split"
+          f" {origin['split'] or 'not recorded'}; {describe_decoding(decoding)}, "
           f"{cfg.style_refs} style references) -> {args.out / 'pred.h5'}, "
           f"{args.out / 'lines.png'}", file=sys.stderr)
     return 0
