@@ -164,6 +164,12 @@ class TrainConfig:
     betas: tuple[float, ...] = (0.9, 0.999)
     warmup_iters: int = 30_000
     stage_warmup_iters: int = 1_000
+    # linear decay of the rate to lr_decay_final x over [lr_decay_start, lr_decay_end), held
+    # after; end <= start = no decay (the paper's schedule: constant after the warm-ups). Its own
+    # end, not total_iters, so that total_iters stays resume-neutral.
+    lr_decay_start: int = 0
+    lr_decay_end: int = 0
+    lr_decay_final: float = 0.1
     grad_clip: float = 1.0
     batch_char: int = 64
     batch_bigram: int = 64
@@ -239,10 +245,15 @@ class RecognizerFeatureConfig:
     y (over ``baseline_window`` character heights either side of each point) is subtracted, so
     drifting or small generated lines look like the ground truth; the standardised features
     are clipped to ``[-clip, clip]`` (a guard against degenerate generated lines).
+    ``point_spacing`` > 0 resamples every pen-down stroke at that arc-length step (character
+    heights), so that one recognizer reads lines of any point density alike: training windows
+    (weak RDP), unsimplified test ground truth (the DSD protocol) and generated lines. 0 (the
+    default, and the value of recognizers saved without the key) keeps the points as given.
     """
 
     baseline_window: float = 2.0
     clip: float = 10.0
+    point_spacing: float = 0.0
 
 
 @dataclass(frozen=True)

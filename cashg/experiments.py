@@ -80,6 +80,8 @@ class TrainSchedule:
     warmup_iters: int | None = None
     vdl_sentence_warmup_start: int | None = None
     vdl_sentence_warmup_end: int | None = None
+    lr_decay_start: int | None = None
+    lr_decay_end: int | None = None
     eval_interval: int | None = None
     checkpoint_interval: int | None = None
 

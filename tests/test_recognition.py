@@ -137,6 +137,37 @@ def test_spaces_are_dropped_and_pen_states_do_not_reveal_characters():
     assert not norm.lift[pen == CE].any() and norm.lift[pen == EOC].all()
 
 
+def _densified(line):
+    """The same ink with a midpoint inserted between every two consecutive points of a
+    pen-down run (the pen state of an inserted point is PM), as unsimplified ink is."""
+    xy, pen, ci = [line.xy[0]], [line.pen[0]], [line.char_index[0]]
+    for i in range(1, len(line.xy)):
+        if line.pen[i - 1] not in (PU, EOC):  # pen down from i-1 to i: add a midpoint
+            xy.append((line.xy[i - 1] + line.xy[i]) / 2)
+            pen.append(PM)
+            ci.append(line.char_index[i - 1])
+        xy.append(line.xy[i])
+        pen.append(line.pen[i])
+        ci.append(line.char_index[i])
+    return make_sentence("l", "w", line.text, np.array(xy), np.array(pen), np.array(ci))
+
+
+def test_point_spacing_makes_the_input_independent_of_point_density():
+    line = _line("abc ab cab", seed=4)
+    dense = _densified(line)
+    assert len(dense.points) > 1.5 * len(line.points)
+    plain = [normalise_line(s, 2.0) for s in (line, dense)]
+    assert len(plain[1]) > 1.5 * len(plain[0])  # without it the densities differ
+    a, b = (normalise_line(s, 2.0, point_spacing=0.1) for s in (line, dense))
+    assert len(a) == len(b) and np.array_equal(a.lift, b.lift)
+    assert np.allclose(a.xy, b.xy, atol=1e-5)
+    # every stroke keeps its end points and its lift; steps are about the spacing at most (the
+    # chords are measured after the baseline subtraction, which bends the line slightly)
+    assert a.lift.sum() == plain[0].lift.sum()
+    steps = np.linalg.norm(np.diff(a.xy, axis=0), axis=1)[~a.lift[:-1]]
+    assert steps.max() <= 0.105
+
+
 def test_drifting_lines_keep_their_character_size():
     text = "abcab bca cabbac abc bacab"
     straight, drifting = _line(text, seed=3), _line(text, seed=3, drift=0.35)

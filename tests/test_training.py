@@ -88,6 +88,21 @@ def test_learning_rate_warmups():
     assert learning_rate(999_999, PAPER) == pytest.approx(lr)
 
 
+def test_learning_rate_linear_decay_has_its_own_end():
+    cfg = dataclasses.replace(PAPER, lr_decay_start=100_000, lr_decay_end=300_000,
+                              lr_decay_final=0.1)
+    lr = PAPER.lr
+    assert learning_rate(99_999, cfg) == pytest.approx(lr)
+    assert learning_rate(200_000, cfg) == pytest.approx(lr * 0.55)
+    assert learning_rate(300_000, cfg) == pytest.approx(lr * 0.1)
+    assert learning_rate(999_999, cfg) == pytest.approx(lr * 0.1)  # held after the end
+    # composes with the stage re-warm-up
+    assert learning_rate(cfg.stage3_start, dataclasses.replace(
+        cfg, lr_decay_start=0, lr_decay_end=100_000)) == pytest.approx(lr * 0.55 / 1_000)
+    with pytest.raises(ValueError, match="lr_decay_final"):
+        check_schedule(dataclasses.replace(cfg, lr_decay_final=1.5))
+
+
 def test_vdl_schedule_matches_appendix_formula():
     assert vdl_weights(5_000, PAPER) == (0.0, 0.0)
     assert vdl_weights(10_000, PAPER) == (0.01, 0.0)

@@ -78,7 +78,7 @@ def hold_out_writers(sentences: Sequence[InkSentence], n_writers: int,
             [s for s in sentences if s.writer_id in held])
 
 
-def normalise_all(sentences: Sequence[InkSentence],
-                  baseline_window: float) -> list[NormalisedLine]:
+def normalise_all(sentences: Sequence[InkSentence], baseline_window: float,
+                  point_spacing: float = 0.0) -> list[NormalisedLine]:
     """:func:`~cashg.recognition.features.normalise_line` of every sentence."""
-    return [normalise_line(s, baseline_window) for s in sentences]
+    return [normalise_line(s, baseline_window, point_spacing) for s in sentences]

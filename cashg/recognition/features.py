@@ -11,10 +11,13 @@ so the recognizer cannot tell the two sides apart by their frame:
    the line's non-space characters, taken from ``char_index``. Dividing by the line's overall
    y extent instead would shrink a line that drifts vertically (generated lines do, by 3-5x)
    and make its letters look tiny.
-3. **Baseline removed.** The running median of y over ``baseline_window`` character heights
+3. **One point density** (``point_spacing`` > 0): every pen-down stroke is resampled at a
+   fixed arc-length step in character heights, end points kept, so lines simplified by RDP,
+   unsimplified ground truth and generated lines look alike point by point.
+4. **Baseline removed.** The running median of y over ``baseline_window`` character heights
    either side of each point (evaluated at anchors every half character height and
    interpolated) is subtracted from y, so a drifting or tilted line becomes straight.
-4. **Features** per point: ``dx, dy`` (from the previous drawn point; zero for the first),
+5. **Features** per point: ``dx, dy`` (from the previous drawn point; zero for the first),
    ``y`` relative to the baseline, and a pen-lift flag (the pen leaves the paper after this
    point: ``PU`` or ``EOC``). Which lift ends a character is *not* an input (``EOC`` and
    ``PU`` look the same, ``CURSIVE_EOC`` is a pen-down point): the recognizer must not read the
@@ -119,13 +122,40 @@ def running_baseline(x: np.ndarray, y: np.ndarray, half_width: float) -> np.ndar
     return np.interp(x, anchors[keep], medians)
 
 
-def normalise_line(sentence: InkSentence, baseline_window: float) -> NormalisedLine:
-    """Drawn points of ``sentence`` in character heights, baseline removed (see module doc)."""
+def resample_strokes(xy: np.ndarray, lift: np.ndarray,
+                     spacing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every pen-down stroke of (N, 2) ``xy`` (a stroke ends at a ``lift`` point) resampled at
+    arc-length step ``spacing``, end points kept; returns (M, 2) xy and (M,) lift."""
+    xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    if spacing <= 0 or len(xy) < 2:
+        return xy, np.asarray(lift, bool)
+    ends = np.flatnonzero(lift[:-1]) + 1
+    out_xy, out_lift = [], []
+    for seg, seg_lift in zip(np.split(xy, ends), np.split(np.asarray(lift, bool), ends)):
+        if len(seg) < 2:
+            out_xy.append(seg)
+            out_lift.append(seg_lift)
+            continue
+        s = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(seg, axis=0), axis=1))]
+        n = max(2, int(np.ceil(s[-1] / spacing)) + 1)
+        t = np.linspace(0.0, s[-1], n)
+        out_xy.append(np.stack([np.interp(t, s, seg[:, 0]), np.interp(t, s, seg[:, 1])], 1))
+        flags = np.zeros(n, bool)
+        flags[-1] = seg_lift[-1]
+        out_lift.append(flags)
+    return np.concatenate(out_xy), np.concatenate(out_lift)
+
+
+def normalise_line(sentence: InkSentence, baseline_window: float,
+                   point_spacing: float = 0.0) -> NormalisedLine:
+    """Drawn points of ``sentence`` in character heights, at one point density when
+    ``point_spacing`` > 0, baseline removed (see module doc)."""
     ink = ~_space_mask(sentence.text, sentence.char_index)
     xy = np.asarray(sentence.xy, np.float64)[ink]
     lift = np.isin(sentence.pen[ink], _LIFT_STATES)
     h = char_height(xy, sentence.char_index[ink])
     if len(xy):
+        xy, lift = resample_strokes(xy, lift, point_spacing * h)
         base = running_baseline(xy[:, 0], xy[:, 1], baseline_window * h)
         xy = np.stack([xy[:, 0] - xy[0, 0], xy[:, 1] - base], axis=1) / h
     return NormalisedLine(sentence.sentence_id, sentence.writer_id, sentence.text,

@@ -90,7 +90,8 @@ class Recognizer:
 
     def transcribe(self, sentences: Sequence[InkSentence], batch_size: int = 32) -> list[str]:
         """Greedy CTC transcription of cashg-ink sentences (ground truth or generated alike)."""
-        lines = [normalise_line(s, self.feature_cfg.baseline_window) for s in sentences]
+        cfg = self.feature_cfg
+        lines = [normalise_line(s, cfg.baseline_window, cfg.point_spacing) for s in sentences]
         return self.transcribe_lines(lines, batch_size)
 
     # ------------------------------------------------------------------ file

@@ -52,8 +52,7 @@ def run_stage(benchmark: str, data: Path, out: Path, params: Path,
     train_all = read_sentence_subset(data / "train" / "sentence.h5")
     test = read_ink_lines(data / "test" / "gt.h5")
     train, val = hold_out_writers(train_all, cfg.train.val_writers, cfg.train.seed)
-    window = cfg.features.baseline_window
-    train_lines = normalise_all(train, window)
+    train_lines = normalise_all(train, cfg.features.baseline_window, cfg.features.point_spacing)
     print(f"recognizer {benchmark}: {len(train)} training lines"
           f" ({len({s.writer_id for s in train})} writers), {len(val)} validation lines"
           f" ({len({s.writer_id for s in val})} writers), {len(test)} test lines",

@@ -8,7 +8,10 @@ Iterations count completed optimizer steps from 0; iteration ``t`` is the (t+1)-
   where ``ramp(u, n) = min(1, (u + 1) / n)`` and ``s_k`` is the start of the current stage
   (stage 1 has no re-warm-up). The initial 30k warm-up and the 1k stage-transition warm-up
   (Table A1) therefore compose multiplicatively: at a stage change the rate drops and climbs
-  back to the value the initial warm-up allows. There is no decay (the paper gives none).
+  back to the value the initial warm-up allows. The paper gives no decay (the default); a
+  short run may decay linearly to ``lr_decay_final`` x over ``[lr_decay_start,
+  lr_decay_end)`` (the demo profile: a budget of a few thousand steps ends at a high constant
+  rate otherwise, and its stage-3 steps then make the glyphs worse, not better).
 - :func:`stage_weights` - the per-stage loss weights.
 - :func:`vdl_weights` - ``(lambda_vdl^bi, lambda_vdl^sent(t))``, Eq. appendix_vdl_schedule.
 - :func:`stream_plan` - which streams are sampled and with how many micro-batches
@@ -50,7 +53,15 @@ def learning_rate(t: int, cfg: TrainConfig) -> float:
     lr = cfg.lr * _ramp(t, cfg.warmup_iters)
     if stage > 1:
         lr *= _ramp(t - stage_start(stage, cfg), cfg.stage_warmup_iters)
-    return lr
+    return lr * _decay(t, cfg)
+
+
+def _decay(t: int, cfg: TrainConfig) -> float:
+    span = cfg.lr_decay_end - cfg.lr_decay_start
+    if span <= 0 or t < cfg.lr_decay_start:
+        return 1.0
+    frac = min(1.0, (t - cfg.lr_decay_start) / span)
+    return 1.0 + frac * (cfg.lr_decay_final - 1.0)
 
 
 def stage_weights(t: int, cfg: TrainConfig) -> StageWeights:
@@ -107,6 +118,8 @@ def check_schedule(cfg: TrainConfig) -> None:
                          f"({cfg.stage3_start})")
     if cfg.total_iters < 1:
         raise ValueError("train: total_iters must be >= 1")
+    if not 0.0 <= cfg.lr_decay_final <= 1.0:
+        raise ValueError(f"train: lr_decay_final must be in [0, 1], got {cfg.lr_decay_final}")
     if cfg.vdl_sentence_warmup_end < cfg.vdl_sentence_warmup_start:
         raise ValueError("train: vdl_sentence_warmup_end < vdl_sentence_warmup_start")
     for name in ("batch_char", "batch_bigram", "batch_sentence", "sentence_accum"):
