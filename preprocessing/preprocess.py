@@ -52,7 +52,7 @@ from preprocessing.pen_states import (
     piece_successor_owner,
     time_pieces,
 )
-from preprocessing.records import InkRecord
+from preprocessing.records import InkRecord, ink_sentence_id
 from preprocessing.segmentation_review import ReviewSettings, review_segmentation
 
 POINT_DENSITY_POLICIES = get_args(PointDensity)
@@ -138,10 +138,6 @@ class RecordResult:
     rows: list[tuple[str, str, str]] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     trace: dict | None = None
-
-
-def _sentence_id(sample_id: str) -> str:
-    return sample_id.replace("/", "_")
 
 
 def _cap_long_chars(pts: np.ndarray, offs: np.ndarray, char_piece_offsets: np.ndarray,
@@ -292,7 +288,7 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
         attrs["form_id"] = record.meta["form_id"]
     if record.source:
         attrs["source_file"] = record.source
-    sentence = make_sentence(_sentence_id(record.sample_id), record.writer_id, record.text,
+    sentence = make_sentence(ink_sentence_id(record.sample_id), record.writer_id, record.text,
                              pts, pen, char_index,
                              rdp_keep=None if rdp_keep.all() else rdp_keep, **attrs)
     counts = np.bincount(char_index[rdp_keep], minlength=n_chars)  # spaces ignored below

@@ -90,6 +90,12 @@ class InkRecord:
         return mask
 
 
+def ink_sentence_id(sample_id: str) -> str:
+    """The cashg-ink sentence id of a record: its sample id with '/' (not allowed in an ink
+    id, an HDF5 path separator) replaced by '_' (BRUSH ``0/7`` -> ``0_7``)."""
+    return sample_id.replace("/", "_")
+
+
 def stroke_index_from_strokes(strokes: Sequence[np.ndarray]) -> np.ndarray:
     """``(N,)`` int32 stroke index for the concatenation of ``strokes``."""
     lengths = [len(s) for s in strokes]

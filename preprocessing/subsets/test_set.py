@@ -28,6 +28,7 @@ from pathlib import Path
 from preprocessing.benchmarks import WHOLE_TEST_SET_PROTOCOLS
 from preprocessing.config import SourceSplitConfig
 from preprocessing.record_store import RecordStore
+from preprocessing.records import ink_sentence_id
 from preprocessing.review import ReviewReport, read_review_csv
 from preprocessing.subsets.inputs import SEP, SourceSentence
 from preprocessing.subsets.splits import SplitError, assign_splits
@@ -72,7 +73,7 @@ def dropped_records(source: str, records_path: Path, review_csv: Path) -> list[D
             if row is None:
                 continue
             out.append(DroppedRecord(
-                sentence_id=f"{source}{SEP}{sample.replace('/', '_')}", source=source,
+                sentence_id=f"{source}{SEP}{ink_sentence_id(sample)}", source=source,
                 writer=f"{source}{SEP}{writer}", source_writer=writer,
                 form_id=str(json.loads(meta).get("form_id", "")).strip(), source_file=file,
                 reason=row.reason, detail=row.detail))
