@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from cashg.ink import InkSentence
+from cashg.core.ink import InkSentence
 
 PU, EOC = 1, 3
 

@@ -166,7 +166,7 @@ def experiments_from_params(path: str | Path) -> ReportExperiments:
     Table 3 order (on/on, off/on, on/off, off/off): the full model is the variant with both
     switches on (the params check requires exactly one), never the benchmark itself.
     """
-    from cashg.params import load_params
+    from cashg.core.params import load_params
 
     params = load_params(path)
     ablation = params["ablation"]
@@ -176,7 +176,7 @@ def experiments_from_params(path: str | Path) -> ReportExperiments:
 
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
     """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
-    from cashg.params import load_params
+    from cashg.core.params import load_params
 
     return tuple(load_params(path)["recognizer"].benchmarks)
 

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cashg.ink import InkSentence, make_sentence
+from cashg.core.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
@@ -401,7 +401,7 @@ def generate_sentences(
     writer_id: str = "",
     id_prefix: str = "gen",
 ) -> list[InkSentence]:
-    """Sample the texts and return :class:`~cashg.ink.InkSentence` (absolute coordinates)."""
+    """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:

@@ -1,4 +1,4 @@
-"""Per-record preprocessing: :class:`InkRecord` -> :class:`cashg.ink.InkSentence` (paper app. B).
+"""Per-record preprocessing: :class:`InkRecord` -> :class:`cashg.core.ink.InkSentence` (paper app. B).
 
 Order (DESIGN.md section 5): segmentation review on the recorded indices (index-level, so it
 commutes with the affine steps; see :mod:`preprocessing.segmentation_review`) -> deskew ->
@@ -10,13 +10,13 @@ Point-density control follows the dataset language's policy (``preprocess.point_
 
 * ``resample`` (English; paper app. B.2, "Resampling and RDP Settings"): arc-length resampling
   of every piece at ``resample_spacing``, the spacing widened for a character that would get
-  more than ``max_points_per_char`` points (:func:`~preprocessing.geometry.capped_spacing`),
+  more than ``max_points_per_char`` points (:func:`~cashg.core.geometry.capped_spacing`),
   then weak RDP.
 * ``cap`` (Chinese; paper app. B.4, "Chinese Protocol Details": "When the number of points in
   a character exceeds a predefined threshold (default: 160), the character trajectory is
   resampled"): characters keep their recorded points; no spacing resampling and no RDP. A
   character recorded with more than ``max_points_per_char`` points is resampled by arc length
-  to exactly that many (:func:`~preprocessing.geometry.capped_counts`), piece by piece, piece
+  to exactly that many (:func:`~cashg.core.geometry.capped_counts`), piece by piece, piece
   ends kept. Exactly, not at most: the authors' OLHWD generator
   (cashg-official ``src/preprocessing/olhwd_cn_sent_dataset_generator.py`` lines 675-680)
   calls ``resample_trajectory_preserve_endpoints(char_traj, points_per_char)``
@@ -31,9 +31,8 @@ from typing import get_args
 
 import numpy as np
 
-from cashg.ink import InkSentence, make_sentence
-from preprocessing.config import DatasetConfig, PointDensity, PreprocessConfig
-from preprocessing.geometry import (
+from cashg.core.config.data import DatasetConfig, PointDensity, PreprocessConfig
+from cashg.core.geometry import (
     GeometryShapeError,
     capped_counts,
     capped_spacing,
@@ -46,13 +45,14 @@ from preprocessing.geometry import (
     skew_estimate,
     weak_rdp_mask,
 )
-from preprocessing.pen_states import (
+from cashg.core.ink import InkSentence, make_sentence
+from cashg.core.pen_states import (
     insert_spaces,
     label_pen_states,
     piece_successor_owner,
     time_pieces,
 )
-from preprocessing.records import InkRecord, ink_sentence_id
+from cashg.core.records import InkRecord, ink_sentence_id
 from preprocessing.segmentation_review import ReviewSettings, review_segmentation
 
 POINT_DENSITY_POLICIES = get_args(PointDensity)
@@ -176,7 +176,7 @@ def preprocess_record(record: InkRecord, s: RecordSettings, trace: bool = False)
     """Run the whole per-sentence pipeline on one record (pure; deterministic).
 
     A malformed array at a geometry entry point raises
-    :class:`~preprocessing.geometry.shapes.GeometryShapeError` naming the record's source file
+    :class:`~cashg.core.geometry.shapes.GeometryShapeError` naming the record's source file
     and sample id (a bug upstream, not a data-quality drop: nothing is skipped silently).
     """
     try:
@@ -319,7 +319,7 @@ _WORKER: dict = {}
 class _BatchReader:
     """Reads ranges of records from a ``cashg-records`` store in one slice per dataset.
 
-    :class:`~preprocessing.record_store.RecordStore` reads record by record; with its 64 Ki
+    :class:`~cashg.core.record_store.RecordStore` reads record by record; with its 64 Ki
     element gzip chunks that decompresses whole chunks per record, which dominates the stage's
     run time. This reader follows the documented store layout and slices a batch at once.
     """
@@ -329,7 +329,7 @@ class _BatchReader:
 
         import h5py
 
-        from preprocessing.record_store import SCHEMA, SCHEMA_VERSION
+        from cashg.core.record_store import SCHEMA, SCHEMA_VERSION
 
         self._json = json
         self.f = h5py.File(path, "r")
@@ -460,7 +460,7 @@ def preprocess_store(records_path, out_path, settings: RecordSettings, report,
     the characters whose point count the cap reduced (``resample``: spacing widened; ``cap``:
     resampled to the cap); ``chars_rdp`` the characters weak RDP simplified.
     """
-    from cashg.ink import write_ink
+    from cashg.core.ink import write_ink
 
     per_char: list[np.ndarray] = []
     totals = {"points_raw": 0, "points_resampled": 0, "points_final": 0, "chars": 0,

@@ -1,6 +1,6 @@
 """Segmentation review (paper appendix B.1, inspired by Character Queries; B.4 for Chinese).
 
-Input: an :class:`~preprocessing.records.InkRecord` with per-character point indices. Output:
+Input: an :class:`~cashg.core.records.InkRecord` with per-character point indices. Output:
 one owner (character index) per kept point, or a drop reason. Every fix or drop is a row
 ``(action, reason, detail)`` for the stage's :class:`~preprocessing.review.ReviewReport`.
 
@@ -15,7 +15,7 @@ is sound but the segmentation is flawed: the record is kept with the reason in i
 ``review_flags`` and reported as a ``warning`` row (detail ``flagged: ...``). The subset builder drops flagged sentences
 from training and validation data and from the test set of a protocol free to filter it, but
 keeps them in the test set of a protocol whose test set is fixed by its split (DSD,
-DeepWriting: :data:`preprocessing.benchmarks.WHOLE_TEST_SET_PROTOCOLS`), so review never
+DeepWriting: :data:`cashg.core.benchmarks.WHOLE_TEST_SET_PROTOCOLS`), so review never
 shrinks a published test set. Rules, in order:
 
 ====================  ========  =====================================================================
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from preprocessing.records import InkRecord
+from cashg.core.records import InkRecord
 
 
 @dataclass(frozen=True)

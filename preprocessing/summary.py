@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from preprocessing.record_store import RecordStore
-from preprocessing.records import InkRecord
+from cashg.core.record_store import RecordStore
+from cashg.core.records import InkRecord
 from preprocessing.review import read_review_csv
 
 

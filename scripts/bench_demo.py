@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cashg.params import load_section
+from cashg.core.params import load_section
 from preprocessing.demo.corpus import generate_demo_corpus
 
 

@@ -22,8 +22,8 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from dtaidistance import dtw_ndim  # noqa: E402
 
+from cashg.core.ink import make_sentence, write_ink  # noqa: E402
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate_files  # noqa: E402
-from cashg.ink import make_sentence, write_ink  # noqa: E402
 from cashg.metrics import dtw  # noqa: E402
 from cashg.metrics.dtw import dtw_reference  # noqa: E402
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from preprocessing.config import DatasetConfig, DemoConfig, ParseConfig
+from cashg.core.config.data import DatasetConfig, DemoConfig, ParseConfig
 from preprocessing.parsers.iam_ondb import parse_dataset
 from preprocessing.review import ReviewReport
 

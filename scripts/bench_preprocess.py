@@ -26,10 +26,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from preprocessing.geometry.rdp import rdp_mask  # noqa: E402
+from cashg.core.geometry.rdp import rdp_mask  # noqa: E402
+from cashg.core.record_store import write_records  # noqa: E402
+from cashg.core.records import record_from_strokes  # noqa: E402
 from preprocessing.preprocess import RecordSettings, preprocess_store  # noqa: E402
-from preprocessing.record_store import write_records  # noqa: E402
-from preprocessing.records import record_from_strokes  # noqa: E402
 from preprocessing.review import ReviewReport  # noqa: E402
 
 

@@ -35,10 +35,10 @@ from functools import partial
 import numpy as np
 import torch
 
-from cashg.ink import InkFile
+from cashg.core.ink import InkFile
+from cashg.core.params import load_section
 from cashg.model import CASHG, count_parameters
 from cashg.model.presets import MID
-from cashg.params import load_section
 from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"  # 35 characters

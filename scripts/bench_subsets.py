@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cashg.ink import write_ink
-from cashg.params import build
-from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+from cashg.core.config.data import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+from cashg.core.ink import write_ink
+from cashg.core.params import build
 from preprocessing.subsets.build import build_benchmark
 from preprocessing.subsets.synthetic import synthetic_corpus
 

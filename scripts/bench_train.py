@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.config import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig, TrainConfig
+from cashg.core.params import load_section
 from cashg.model.batch import SequenceSample, collate
-from cashg.params import load_section
 from cashg.training.schedules import stream_plan
 from cashg.training.trainer import RunOptions, Trainer
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.config import TrainConfig
+from cashg.core.config.model import TrainConfig
 from cashg.losses import gmm_nll
 from cashg.model.checkpoint import load_model
 from cashg.render import strokes

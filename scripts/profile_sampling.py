@@ -24,8 +24,8 @@ from collections.abc import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from cashg.core.params import load_section
 from cashg.model import CASHG
-from cashg.params import load_section
 from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"

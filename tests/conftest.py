@@ -20,9 +20,9 @@ def repo_root() -> Path:
 def tiny_train_subsets(tmp_path_factory) -> Path:
     """Tiny training benchmark ``toy``: 6 synthetic BRUSH-style writers (0-3 train, 4-5
     test), 3 sentences each; built once per test session."""
-    from cashg.ink import write_ink
-    from cashg.params import build
-    from preprocessing.config import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+    from cashg.core.config.data import BenchmarkConfig, SourceSplitConfig, SubsetsConfig
+    from cashg.core.ink import write_ink
+    from cashg.core.params import build
     from preprocessing.subsets.build import build_benchmark
     from preprocessing.subsets.synthetic import synthetic_corpus
 

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import yaml
 
-from cashg.ink import read_ink
-from cashg.params import ParamsError, load_params
-from preprocessing.config import DemoConfig
+from cashg.core.config.data import DemoConfig
+from cashg.core.ink import read_ink
+from cashg.core.params import ParamsError, load_params
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "params.examples"
@@ -425,8 +425,8 @@ def test_params_errors_name_file_and_key(tmp_path, edit, message):
 def test_protocol_names_match_the_evaluation():
     from typing import get_args
 
+    from cashg.core.benchmarks import PROTOCOL_FORMATS
+    from cashg.core.config.data import ProtocolName
     from cashg.evaluation.protocols import PROTOCOLS
-    from preprocessing.benchmarks import PROTOCOL_FORMATS
-    from preprocessing.config import ProtocolName
 
     assert set(get_args(ProtocolName)) == set(PROTOCOLS) == set(PROTOCOL_FORMATS)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from preprocessing.config import DemoConfig
+from cashg.core.config.data import DemoConfig
 from preprocessing.demo import brush_writer as bw
 from preprocessing.demo.corpus import DEFECTS_FILE, SPLIT_FILES, generate_demo_corpus
 from preprocessing.demo.render import render_line

@@ -7,11 +7,11 @@ import h5py
 import numpy as np
 import pytest
 
+from cashg.core.ink import InkFormatError, make_sentence, write_ink
 from cashg.evaluation.cli import add_arguments, run
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate, evaluate_files
 from cashg.evaluation.exclusions import ExclusionRecordError, exclusion_record, read_exclusions
 from cashg.evaluation.perturb import perturb_sentences
-from cashg.ink import InkFormatError, make_sentence, write_ink
 from cashg.metrics.boundaries import segmentation_errors
 
 PM, PU, CE, EOC = 0, 1, 2, 3
@@ -342,7 +342,7 @@ def test_pipeline_scores_the_ablation_on_its_validation_split(repo_root):
     exclusion record decided from that split's ground truth, not evaluate_gt's test record."""
     import shlex
 
-    from cashg.params import load_params
+    from cashg.core.params import load_params
     from workflow.dag import load_stages
 
     ablation = load_params(repo_root / "params.yaml")["ablation"]

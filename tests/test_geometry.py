@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from preprocessing.geometry import (
+from cashg.core.geometry import (
     GeometryShapeError,
     capped_counts,
     capped_spacing,

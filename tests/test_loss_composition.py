@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cashg.config import StageWeights, TrainConfig
+from cashg.core.config.model import StageWeights, TrainConfig
 from cashg.losses import (
     boundary_mask,
     most_probable_mean,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 from cashg.model import CASHG, char_deltas, collate, count_parameters
 from cashg.model.checkpoint import CheckpointError, load_model, save_model_checkpoint
 from cashg.model.decoder import char_positions

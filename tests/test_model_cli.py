@@ -10,7 +10,7 @@ from lxml import etree
 from PIL import Image
 
 from cashg.cli import main
-from cashg.ink import read_ink
+from cashg.core.ink import read_ink
 from cashg.model import CASHG
 from cashg.model.checkpoint import save_model_checkpoint
 from cashg.model.presets import TINY
@@ -69,12 +69,12 @@ def test_generate_is_deterministic_and_strict(ckpt):
 
 def test_generate_from_style_h5(ckpt, tmp_path):
     # a minimal style.h5 through the subsets writer's own reader contract
-    from preprocessing.subsets.readers import StyleReader
+    from cashg.core.subsets.readers import StyleReader
 
     path = tmp_path / "style.h5"
     try:
+        from cashg.core.subsets.schema import FORMAT, SCHEMA_VERSION
         from preprocessing.subsets import style_images  # noqa: F401
-        from preprocessing.subsets.hdf5_schema import FORMAT, SCHEMA_VERSION
     except ImportError:  # pragma: no cover - the subsets package is built concurrently
         pytest.skip("preprocessing.subsets not available")
     with h5py.File(path, "w") as f:

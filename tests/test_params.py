@@ -5,7 +5,7 @@ from typing import Literal
 
 import pytest
 
-from cashg.params import ParamsError, build, load_params
+from cashg.core.params import ParamsError, build, load_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +177,7 @@ def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, re
 def test_profiles_set_one_number_of_style_references(repo_root):
     """Demo 4 (CPU budget), paper 15 (the authors' NUM_REFERENCE_IMGS); no other section
     has a reference count."""
-    from cashg.config import GenerateConfig, ModelConfig, TrainConfig
+    from cashg.core.config.model import GenerateConfig, ModelConfig, TrainConfig
 
     assert ModelConfig().style_refs == 15
     assert load_params(repo_root / "params.yaml")["model"].style_refs == 4

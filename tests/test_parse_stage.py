@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
+from cashg.core.record_store import read_records
 from preprocessing.parsers.registry import PARSER_MODULES, get_parser
-from preprocessing.record_store import read_records
 from preprocessing.stages.parse import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -103,7 +103,7 @@ def test_demo_corpus_defects_are_all_reported(tmp_path):
     corpus = pytest.importorskip("preprocessing.demo.corpus")
     from dataclasses import replace
 
-    from preprocessing.config import DatasetConfig, DemoConfig
+    from cashg.core.config.data import DatasetConfig, DemoConfig
     from preprocessing.parsers import brush, iam_ondb
     from preprocessing.review import ReviewReport
 
@@ -169,7 +169,7 @@ def test_parse_stage_fails_below_min_kept_share(tmp_path, capsys):
 def test_tiny_demo_corpus_passes_the_yield_guards(tmp_path, writers, sentences):
     """The demo corpus injects a fixed set of defects; even at a tiny size the parse and
     preprocess stages keep more than their min_kept_share (the default run never trips)."""
-    from preprocessing.config import DatasetConfig, DemoConfig, ParseConfig, PreprocessConfig
+    from cashg.core.config.data import DatasetConfig, DemoConfig, ParseConfig, PreprocessConfig
     from preprocessing.demo.corpus import generate_demo_corpus
     from preprocessing.preprocess import preprocess_store, settings_for
     from preprocessing.review import ReviewReport, check_yield
@@ -194,7 +194,7 @@ def test_tiny_demo_corpus_passes_the_yield_guards(tmp_path, writers, sentences):
 
 
 def test_demo_refuses_one_writer_with_defects(tmp_path):
-    from preprocessing.config import DemoConfig
+    from cashg.core.config.data import DemoConfig
     from preprocessing.demo.corpus import generate_demo_corpus
 
     with pytest.raises(ValueError, match="defects: true needs writers_per_layout >= 2"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preprocessing.config import DatasetConfig
+from cashg.core.config.data import DatasetConfig
 from preprocessing.parsers.brush import BrushTask, check_sample, parse_dataset, parse_file
 from preprocessing.parsers.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from preprocessing.review import ReviewReport

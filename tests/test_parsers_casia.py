@@ -20,7 +20,7 @@ from casia_format import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from preprocessing.config import DatasetConfig
+from cashg.core.config.data import DatasetConfig
 from preprocessing.parsers.casia import (
     CasiaFormatError,
     decode_pot_tag,

@@ -21,7 +21,7 @@ from deepwriting_format import (
     write_npz,
 )
 
-from preprocessing.config import DatasetConfig
+from cashg.core.config.data import DatasetConfig
 from preprocessing.parsers.deepwriting import (
     DeepWritingFormatError,
     OriginScale,

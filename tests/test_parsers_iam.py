@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preprocessing.config import DatasetConfig, ParseConfig
+from cashg.core.config.data import DatasetConfig, ParseConfig
 from preprocessing.parsers.iam_ondb import (
     SegmentationError,
     TranscriptionError,

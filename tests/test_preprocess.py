@@ -8,11 +8,11 @@ import h5py
 import numpy as np
 import pytest
 
-from cashg.ink import read_ink
-from preprocessing.pen_states import insert_spaces, label_pen_states
+from cashg.core.ink import read_ink
+from cashg.core.pen_states import insert_spaces, label_pen_states
+from cashg.core.record_store import write_records
+from cashg.core.records import CURSIVE_EOC, EOC, PM, PU, record_from_strokes
 from preprocessing.preprocess import RecordSettings, preprocess_record
-from preprocessing.record_store import write_records
-from preprocessing.records import CURSIVE_EOC, EOC, PM, PU, record_from_strokes
 from preprocessing.segmentation_review import ReviewSettings, review_segmentation
 
 
@@ -279,8 +279,8 @@ def test_deskew_applied_to_skewed_record():
 
 
 def test_batch_reader_matches_record_store(tmp_path):
+    from cashg.core.record_store import read_records
     from preprocessing.preprocess import _BatchReader
-    from preprocessing.record_store import read_records
 
     recs = _records(5)
     write_records(tmp_path / "r.h5", recs)
@@ -303,8 +303,8 @@ def test_deskew_guard_skips_short_deepwriting_chunk(tmp_path):
     """Issue #15 item 5: a two-letter DeepWriting chunk got a ~-23 degree "correction"."""
     from deepwriting_format import Piece, build_chunk, write_npz
 
-    from preprocessing.config import DatasetConfig, DeskewConfig, PreprocessConfig
-    from preprocessing.geometry import skew_angle_deg
+    from cashg.core.config.data import DatasetConfig, DeskewConfig, PreprocessConfig
+    from cashg.core.geometry import skew_angle_deg
     from preprocessing.parsers.deepwriting import read_npz
     from preprocessing.preprocess import settings_for
 
@@ -332,7 +332,7 @@ def test_deskew_guard_skips_short_deepwriting_chunk(tmp_path):
 
 
 def test_deskew_guard_low_confidence():
-    from preprocessing.geometry import skew_estimate
+    from cashg.core.geometry import skew_estimate
 
     # long enough, but the slope comes from one tall block at the right end, not a baseline
     flat = np.column_stack([np.linspace(0, 40, 200), np.zeros(200)])
@@ -345,7 +345,7 @@ def test_deskew_guard_low_confidence():
 # --------------------------------------------------------------------------- point density
 
 def _zh_settings(**pre):
-    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from cashg.core.config.data import DatasetConfig, PreprocessConfig
     from preprocessing.preprocess import settings_for
 
     return settings_for("casia2", DatasetConfig("casia_ptts", "x", language="zh"),
@@ -420,7 +420,7 @@ def test_chinese_cap_policy_off_switches():
 
 def test_english_keeps_resample_policy():
     """English stays on arc-length resampling + cap + weak RDP (the default, unchanged)."""
-    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from cashg.core.config.data import DatasetConfig, PreprocessConfig
     from preprocessing.preprocess import settings_for
 
     settings = settings_for("iam", DatasetConfig("iam_ondb", "x"), PreprocessConfig())
@@ -437,8 +437,8 @@ def test_english_keeps_resample_policy():
 def test_point_density_params_validation():
     from types import MappingProxyType as M
 
-    from cashg.params import ParamsError, build
-    from preprocessing.config import DatasetConfig, PreprocessConfig
+    from cashg.core.config.data import DatasetConfig, PreprocessConfig
+    from cashg.core.params import ParamsError, build
     from preprocessing.preprocess import settings_for
 
     with pytest.raises(ParamsError, match=r"preprocess\.point_density\.zh: 'keep' is not one"):

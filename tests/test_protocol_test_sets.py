@@ -14,9 +14,9 @@ import h5py
 import numpy as np
 import pytest
 
-from cashg.ink import read_ink
-from preprocessing.record_store import write_records
-from preprocessing.records import record_from_strokes
+from cashg.core.ink import read_ink
+from cashg.core.record_store import write_records
+from cashg.core.records import record_from_strokes
 from preprocessing.stages import build_subsets, preprocess
 
 TEXT = "ab cd"

@@ -11,13 +11,13 @@ import pytest
 import torch
 import yaml
 
-from cashg.config import (
+from cashg.core.config.model import (
     RecognizerConfig,
     RecognizerFeatureConfig,
     RecognizerModelConfig,
     RecognizerTrainConfig,
 )
-from cashg.ink import make_sentence
+from cashg.core.ink import make_sentence
 from cashg.recognition.ctc import Alphabet, collapse, greedy_decode
 from cashg.recognition.data import hold_out_writers, normalise_all, read_sentence_subset
 from cashg.recognition.features import char_height, normalise_line, point_features
@@ -306,7 +306,7 @@ def test_stage_names_a_missing_sentence_subset(tmp_path, capsys):
     (["dsd", "dsd"], "recognizer.benchmarks: a benchmark is listed twice"),
 ])
 def test_params_errors_name_the_recognizer_key(repo_root, tmp_path, benchmarks, message):
-    from cashg.params import ParamsError, load_params
+    from cashg.core.params import ParamsError, load_params
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     params["recognizer"]["benchmarks"] = benchmarks

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from preprocessing.record_store import RecordStore, read_records, write_records
-from preprocessing.records import InkRecord, record_from_strokes
+from cashg.core.record_store import RecordStore, read_records, write_records
+from cashg.core.records import InkRecord, record_from_strokes
 from preprocessing.review import ReviewReport, read_review_csv
 
 

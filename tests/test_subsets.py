@@ -12,9 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cashg.ink import make_sentence, read_ink, write_ink
-from cashg.params import build
-from preprocessing.config import (
+from cashg.core.config.data import (
     BenchmarkConfig,
     BigramSubsetConfig,
     CharSubsetConfig,
@@ -22,14 +20,10 @@ from preprocessing.config import (
     StyleConfig,
     SubsetsConfig,
 )
-from preprocessing.records import CURSIVE_EOC, EOC, PM, PU
-from preprocessing.review import ReviewReport
-from preprocessing.stages import build_subsets as stage
-from preprocessing.subsets.bigram_subset import build_bigram_table
-from preprocessing.subsets.build import build_benchmark
-from preprocessing.subsets.char_subset import build_char_table
-from preprocessing.subsets.inputs import to_source_sentence
-from preprocessing.subsets.readers import (
+from cashg.core.ink import make_sentence, read_ink, write_ink
+from cashg.core.params import build
+from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
+from cashg.core.subsets.readers import (
     BigramReader,
     CharReader,
     SentenceReader,
@@ -37,6 +31,12 @@ from preprocessing.subsets.readers import (
     one_per_writer_batch,
     to_deltas,
 )
+from preprocessing.review import ReviewReport
+from preprocessing.stages import build_subsets as stage
+from preprocessing.subsets.bigram_subset import build_bigram_table
+from preprocessing.subsets.build import build_benchmark
+from preprocessing.subsets.char_subset import build_char_table
+from preprocessing.subsets.inputs import to_source_sentence
 from preprocessing.subsets.sentence_subset import window_bounds
 from preprocessing.subsets.splits import SplitError, WriterOverlapError, assign_splits
 from preprocessing.subsets.style_images import render_glyph
@@ -374,7 +374,7 @@ def test_readers_only_slice(built, kind, cls, monkeypatch):
 
 def test_reader_rejects_wrong_kind_and_version(built, tmp_path):
     root, _, _ = built
-    from preprocessing.subsets.hdf5_schema import SubsetFormatError
+    from cashg.core.subsets.schema import SubsetFormatError
     with pytest.raises(SubsetFormatError, match="holds a 'char' subset"):
         SentenceReader(root / "out/train/char.h5")
     copy = tmp_path / "c.h5"
@@ -425,7 +425,7 @@ def test_stage_command(tmp_path, repo_root):
 
 
 def test_drops_are_reported_with_reasons():
-    from preprocessing.config import SentenceSubsetConfig
+    from cashg.core.config.data import SentenceSubsetConfig
     from preprocessing.subsets.sentence_subset import build_sentence_table
 
     # "b" owns no points: the sentence is dropped from the sentence subset, the glyph and the

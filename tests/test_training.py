@@ -18,8 +18,8 @@ import pytest
 import torch
 import yaml
 
-from cashg.config import GenerateConfig, TrainConfig
-from cashg.ink import InkFile, read_ink
+from cashg.core.config.model import GenerateConfig, TrainConfig
+from cashg.core.ink import InkFile, read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
 from cashg.training import checkpoint as ck

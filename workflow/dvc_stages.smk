@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from cashg.params import load_params
+from cashg.core.params import load_params
 from workflow.dag import load_stages, scheduling_priority
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 

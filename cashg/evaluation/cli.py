@@ -1,7 +1,7 @@
 """``cashg evaluate --gt GT.h5 --pred PRED.h5 --protocol NAME --out DIR``.
 
 Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
-exists, else from :class:`cashg.config.EvaluateConfig`; command-line options override them.
+exists, else from :class:`cashg.core.config.model.EvaluateConfig`; command-line options override them.
 
 ``--exclusions FILE``: the record of the sentences a protocol excludes (``deepwriting``),
 decided once from the ground truth by the ``evaluate_gt`` stage
@@ -31,7 +31,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from cashg.config import EvaluateConfig
+from cashg.core.config.model import EvaluateConfig
+from cashg.core.ink import InkFormatError, split_of
+from cashg.core.params import ParamsError, load_section
 from cashg.evaluation.evaluate import (
     EmptyGroundTruthError,
     EvaluationOptions,
@@ -46,8 +48,6 @@ from cashg.evaluation.exclusions import (
 )
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
-from cashg.ink import InkFormatError, split_of
-from cashg.params import ParamsError, load_section
 
 __all__ = ["add_arguments", "recognizer_file", "report_missing", "run"]
 

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from cashg.config import EvaluateConfig
+from cashg.core.config.model import EvaluateConfig
+from cashg.core.ink import InkFile, InkSentence
 from cashg.evaluation.exclusions import (
     ExclusionRecord,
     ExclusionRecordError,
@@ -52,7 +53,6 @@ from cashg.evaluation.protocols import (
     Protocol,
     get_protocol,
 )
-from cashg.ink import InkFile, InkSentence
 from cashg.metrics.boundaries import (
     char_geometry,
     infer_cursive_labels,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cashg.ink import InkSentence
+from cashg.core.ink import InkSentence
 from cashg.metrics.boundaries import segmentation_errors
 
 __all__ = [

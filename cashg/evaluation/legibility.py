@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from cashg.core.ink import InkSentence
 from cashg.evaluation.evaluate import EvaluationResult
-from cashg.ink import InkSentence
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import error_counts
 

@@ -15,10 +15,10 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from cashg.core.ink import InkSentence
 from cashg.evaluation.evaluate import EvaluationResult
 from cashg.evaluation.plots import plot_distributions, plot_pairs
 from cashg.evaluation.tables import table2_markdown
-from cashg.ink import InkSentence
 
 __all__ = ["write_outputs"]
 

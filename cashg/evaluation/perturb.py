@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from cashg.ink import InkSentence, make_sentence
+from cashg.core.ink import InkSentence, make_sentence
+from cashg.core.records import CURSIVE_EOC, EOC
 from cashg.metrics.boundaries import adjacent_boundaries, is_space
-from preprocessing.records import CURSIVE_EOC, EOC
 
 __all__ = ["perturb_sentence", "perturb_sentences"]
 

@@ -12,10 +12,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cashg.ink import InkSentence
+from cashg.core.ink import InkSentence
+from cashg.core.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
 from cashg.metrics.normalize import normalize_height  # noqa: E402
 from cashg.render import ink_mask, strokes  # noqa: E402
-from preprocessing.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
 
 __all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
 

@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cashg.core.ink import write_ink
+from cashg.core.params import load_section
 from cashg.evaluation.cli import report_missing
 from cashg.evaluation.evaluate import (
     EmptyGroundTruthError,
@@ -27,8 +29,6 @@ from cashg.evaluation.evaluate import (
 from cashg.evaluation.exclusions import exclusion_record, read_exclusions, write_exclusions
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.perturb import perturb_sentences
-from cashg.ink import write_ink
-from cashg.params import load_section
 
 
 def main(argv: list[str] | None = None) -> int:

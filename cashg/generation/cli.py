@@ -79,7 +79,7 @@ def load_style_h5(path: Path, writer: str, size: int, n_refs: int):
     """(R, size, size) float32 from a subsets ``style.h5`` (uint8, background 0, ink 255)."""
     import numpy as np
 
-    from preprocessing.subsets.readers import StyleReader
+    from cashg.core.subsets.readers import StyleReader
 
     reader = StyleReader(path)
     by_writer = reader.indices_by_writer()
@@ -93,7 +93,7 @@ def load_style_h5(path: Path, writer: str, size: int, n_refs: int):
 
 
 def write_output(sentences, out: Path) -> None:
-    from cashg.ink import write_ink
+    from cashg.core.ink import write_ink
     from cashg.render import render_inkml, render_png, render_svg
 
     out.parent.mkdir(parents=True, exist_ok=True)

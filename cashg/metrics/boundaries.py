@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from preprocessing.records import CURSIVE_EOC, EOC, PM
+from cashg.core.records import CURSIVE_EOC, EOC, PM
 
 __all__ = [
     "CharGeometry",

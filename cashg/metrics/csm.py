@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cashg.core.records import CURSIVE_EOC
 from cashg.metrics.boundaries import CharGeometry, adjacent_boundaries, space_runs
-from preprocessing.records import CURSIVE_EOC
 
 __all__ = [
     "EPS",

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from cashg.core.records import EOC, PU
 from cashg.metrics.normalize import FLAT_TOLERANCE
-from preprocessing.records import EOC, PU
 
 __all__ = [
     "dtw_olhwg",

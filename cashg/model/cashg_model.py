@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
+from cashg.core.params import build
 from cashg.model.cashg_model import CASHG
-from cashg.params import build
 
 FORMAT = "cashg-model"
 VERSION = 2  # 2: the decoder has the context branch (model.context_layers)

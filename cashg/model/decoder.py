@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 from cashg.model.rope import RotaryEmbedding, rotate_full
 from cashg.model.step_attention import KeyCounts, attend_one_query
 

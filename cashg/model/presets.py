@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 from cashg.model.batch import SequenceSample
 
 TINY = ModelConfig(

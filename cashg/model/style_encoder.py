@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 
 
 class BasicBlock(nn.Module):

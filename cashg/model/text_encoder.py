@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from transformers import CanineConfig, CanineModel
 
-from cashg.config import ModelConfig
+from cashg.core.config.model import ModelConfig
 
 log = logging.getLogger(__name__)
 

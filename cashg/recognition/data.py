@@ -3,7 +3,7 @@
 Training lines are the rows of ``<subsets>/train/sentence.h5``: whole sentences, or for a
 sentence over the subset's ``max_chars`` / ``max_points`` its word-aligned windows (each with
 its own text, so every row is a correctly transcribed line of ink). Test lines are the
-ground-truth ``<subsets>/test/gt.h5`` (cashg-ink). Both become :class:`~cashg.ink.InkSentence`
+ground-truth ``<subsets>/test/gt.h5`` (cashg-ink). Both become :class:`~cashg.core.ink.InkSentence`
 objects, so ground truth and generated lines are normalised by the same code.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from cashg.ink import InkSentence, make_sentence, read_ink
+from cashg.core.ink import InkSentence, make_sentence, read_ink
 from cashg.recognition.features import NormalisedLine, normalise_line
 
 __all__ = ["RecognizerDataError", "hold_out_writers", "normalise_all", "read_ink_lines",
@@ -32,7 +32,7 @@ def _str(v: object) -> str:
 
 def read_sentence_subset(path: str | Path) -> list[InkSentence]:
     """Every row of a ``sentence.h5`` subset as an ink sentence (id ``<sentence>@<offset>``)."""
-    from preprocessing.subsets.hdf5_schema import SubsetFormatError, check_header
+    from cashg.core.subsets.schema import SubsetFormatError, check_header
 
     path = Path(path)
     if not path.is_file():

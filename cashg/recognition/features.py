@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cashg.ink import InkSentence
+from cashg.core.ink import InkSentence
 
 __all__ = [
     "N_FEATURES",

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from cashg.params import ParamsError, load_section
+from cashg.core.params import ParamsError, load_section
 
 __all__ = ["main"]
 

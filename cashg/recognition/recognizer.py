@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from cashg.config import RecognizerFeatureConfig, RecognizerModelConfig
-from cashg.ink import InkSentence
-from cashg.params import ParamsError, build
+from cashg.core.config.model import RecognizerFeatureConfig, RecognizerModelConfig
+from cashg.core.ink import InkSentence
+from cashg.core.params import ParamsError, build
 from cashg.recognition.ctc import Alphabet, greedy_decode
 from cashg.recognition.features import (
     NormalisedLine,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from cashg.params import ParamsError, load_section
+from cashg.core.params import ParamsError, load_section
 from cashg.recognition.ctc import Alphabet
 from cashg.recognition.data import (
     RecognizerDataError,

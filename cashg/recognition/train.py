@@ -22,7 +22,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from cashg.config import RecognizerFeatureConfig, RecognizerModelConfig, RecognizerTrainConfig
+from cashg.core.config.model import (
+    RecognizerFeatureConfig,
+    RecognizerModelConfig,
+    RecognizerTrainConfig,
+)
 from cashg.recognition.ctc import Alphabet
 from cashg.recognition.features import NormalisedLine, augment, point_features, standardise
 from cashg.recognition.model import RecognizerNet

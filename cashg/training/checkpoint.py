@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.config import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig, TrainConfig
 from cashg.model.cashg_model import CASHG
 from cashg.model.checkpoint import (
     CheckpointError,

@@ -85,8 +85,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 def load_configs(params_path: Path, overrides: list[str]):
     """``(ModelConfig, TrainConfig, raw params with overrides)``; the whole file is validated."""
-    from cashg.config import ModelConfig, TrainConfig
-    from cashg.params import build, load_params, read_yaml
+    from cashg.core.config.model import ModelConfig, TrainConfig
+    from cashg.core.params import build, load_params, read_yaml
 
     load_params(params_path)
     data = apply_overrides(read_yaml(params_path), overrides)
@@ -99,8 +99,8 @@ def load_configs(params_path: Path, overrides: list[str]):
 def sample_lines_from_test(test_dir: Path, n: int, max_chars: int, n_refs: int, size: int):
     """Up to ``n`` ``(text, refs (R, S, S), writer)`` from the test split: the first sentence of
     each of the first ``n`` writers (sorted ids), cut at a word end within ``max_chars``."""
+    from cashg.core.ink import InkFile
     from cashg.generation.cli import load_style_h5
-    from cashg.ink import InkFile
 
     gt, style = test_dir / "gt.h5", test_dir / "style.h5"
     if n <= 0 or not gt.is_file() or not style.is_file():
@@ -155,9 +155,9 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     """Shared body of ``cashg train`` and the train stage."""
     import torch
 
+    from cashg.core.params import ParamsError
     from cashg.model.cashg_model import count_parameters
     from cashg.model.checkpoint import CheckpointError
-    from cashg.params import ParamsError
     from cashg.training import checkpoint as ck
     from cashg.training.data import DataError, char_inventory
     from cashg.training.distributed import barrier, shutdown

@@ -8,7 +8,7 @@ workers, which may prefetch any iteration).
 
 Sampling (paper Table A1: "batches in which each writer appears once"): a *global* batch of
 ``min(batch_size, writers)`` samples from distinct writers is drawn
-(:func:`preprocessing.subsets.readers.one_per_writer_batch`), then rank ``r`` of ``W`` takes
+(:func:`cashg.core.subsets.readers.one_per_writer_batch`), then rank ``r`` of ``W`` takes
 the slice ``r::W``, so the union over ranks is writer-unique and ranks never overlap.
 
 Length buckets (``length_buckets`` > 0, a CPU-budget option; 0 = the paper's sampling): the
@@ -48,16 +48,16 @@ import h5py
 import numpy as np
 import torch
 
-from cashg.config import TrainConfig
-from cashg.model.batch import CharSequenceBatch, SequenceSample, char_deltas, collate
-from cashg.training.schedules import STREAMS, stream_plan
-from preprocessing.subsets.readers import (
+from cashg.core.config.model import TrainConfig
+from cashg.core.subsets.readers import (
     BigramReader,
     CharReader,
     SentenceReader,
     StyleReader,
     one_per_writer_batch,
 )
+from cashg.model.batch import CharSequenceBatch, SequenceSample, char_deltas, collate
+from cashg.training.schedules import STREAMS, stream_plan
 
 STREAM_ID = {s: i for i, s in enumerate(STREAMS)}
 PURPOSE_TRAIN, PURPOSE_EVAL = 0, 1

@@ -51,7 +51,7 @@ import numpy as np
 
 
 def decoding_record(gcfg) -> dict:
-    """The decoding settings of a :class:`~cashg.config.GenerateConfig` (plain, for JSON)."""
+    """The decoding settings of a :class:`~cashg.core.config.model.GenerateConfig` (plain, for JSON)."""
     return {"greedy": bool(gcfg.greedy), "temperature": float(gcfg.temperature),
             "bias": float(gcfg.bias), "max_char_points": int(gcfg.max_char_points),
             "seed": int(gcfg.seed)}
@@ -82,7 +82,7 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
     import torch
     from tqdm import tqdm
 
-    from cashg.ink import InkFile, make_sentence
+    from cashg.core.ink import InkFile, make_sentence
     from cashg.sampling import SamplingOptions, encode_texts, sample
 
     with InkFile(gt_path) as f:
@@ -125,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from cashg.core.ink import InkFormatError, split_of, write_ink
+    from cashg.core.params import ParamsError, load_section
     from cashg.generation.cli import unknown_characters
-    from cashg.ink import InkFormatError, split_of, write_ink
     from cashg.model.checkpoint import CheckpointError, load_model
-    from cashg.params import ParamsError, load_section
     from cashg.render import render_png
     from cashg.training.distributed import resolve_device
 

@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cashg.params import ParamsError, load_params
+from cashg.core.params import ParamsError, load_params
 from cashg.training.cli import add_runtime_arguments, train_main
 
 

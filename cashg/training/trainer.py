@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from cashg.config import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig, TrainConfig
 from cashg.losses import (
     boundary_mask,
     most_probable_mean,

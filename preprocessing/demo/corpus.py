@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from preprocessing.config import DemoConfig
+from cashg.core.config.data import DemoConfig
 from preprocessing.demo import brush_writer as bw
 from preprocessing.demo import iam_writer as iw
 from preprocessing.demo.render import render_line

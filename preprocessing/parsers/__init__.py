@@ -1,1 +1,1 @@
-"""One module per raw dataset format: raw files in, :class:`~preprocessing.records.InkRecord` out."""
+"""One module per raw dataset format: raw files in, :class:`~cashg.core.records.InkRecord` out."""

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from preprocessing.config import DatasetConfig, ParseConfig
+from cashg.core.config.data import DatasetConfig, ParseConfig
+from cashg.core.records import InkRecord
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.parsers.safe_pickle import UnsafePickleError, safe_load
-from preprocessing.records import InkRecord
 from preprocessing.review import ReviewReport
 
 DATASET = "brush"

@@ -1,5 +1,5 @@
 """CASIA-OLHWDB parsers: ``.pot`` isolated characters (1.0-1.2) and ``.ptts`` / ``.wptt`` text
-lines (2.0-2.2). Raw files in, :class:`~preprocessing.records.InkRecord` out; read only.
+lines (2.0-2.2). Raw files in, :class:`~cashg.core.records.InkRecord` out; read only.
 
 Formats (DESIGN.md section 4, checked against the NLPR format tables and public readers):
 
@@ -51,9 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-from preprocessing.config import DatasetConfig
+from cashg.core.config.data import DatasetConfig
+from cashg.core.records import InkRecord, record_from_strokes
 from preprocessing.parsers.pool import run_ordered
-from preprocessing.records import InkRecord, record_from_strokes
 from preprocessing.review import ProblemSink, ReviewReport
 
 POT_SUFFIX = ".pot"

@@ -54,10 +54,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from preprocessing.config import DatasetConfig
+from cashg.core.config.data import DatasetConfig
+from cashg.core.records import InkRecord
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.parsers.safe_pickle import RestrictedUnpickler, UnsafePickleError
-from preprocessing.records import InkRecord
 from preprocessing.review import ProblemSink, ReviewReport
 
 DATASET = "deepwriting"

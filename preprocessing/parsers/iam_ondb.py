@@ -50,10 +50,10 @@ from typing import Any
 import numpy as np
 from lxml import etree
 
-from preprocessing.config import DatasetConfig, ParseConfig
+from cashg.core.config.data import DatasetConfig, ParseConfig
+from cashg.core.records import InkRecord
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.parsers.safe_xml import XMLFileError, iter_start_elements, parse_xml_file
-from preprocessing.records import InkRecord
 from preprocessing.review import ReviewReport
 
 DATASET = "iam_ondb"

@@ -16,8 +16,8 @@ import importlib
 import inspect
 from collections.abc import Callable
 
-from preprocessing.config import DatasetConfig, ParseConfig
-from preprocessing.records import InkRecord
+from cashg.core.config.data import DatasetConfig, ParseConfig
+from cashg.core.records import InkRecord
 from preprocessing.review import ReviewReport
 
 PARSER_MODULES: dict[str, str] = {

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from cashg.params import ParamsError, load_params
+from cashg.core.params import ParamsError, load_params
 from preprocessing.subsets.build import build_benchmark
 from preprocessing.subsets.inputs import PREPROCESSED_PATH
 from preprocessing.subsets.splits import SplitError

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from cashg.params import load_section
+from cashg.core.params import load_section
 from preprocessing.demo.corpus import generate_demo_corpus
 
 

@@ -6,7 +6,7 @@
 Reads ``datasets.KEY`` and ``parse`` from the params file, parses with the format's parser
 (:mod:`preprocessing.parsers.registry`), and writes into ``--out`` (created):
 
-- ``records.h5``: the kept records (:mod:`preprocessing.record_store`), in a deterministic
+- ``records.h5``: the kept records (:mod:`cashg.core.record_store`), in a deterministic
   order that does not depend on ``--workers``;
 - ``review.csv``: one row per rejected / fixed / warned item with its reason;
 - ``summary.json``: seen / kept / rejected by reason, writers, lines, characters, points,
@@ -26,10 +26,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cashg.params import load_section
-from preprocessing.config import DatasetConfig, ParseConfig
-from preprocessing.record_store import write_records
-from preprocessing.records import InkRecord
+from cashg.core.config.data import DatasetConfig, ParseConfig
+from cashg.core.params import load_section
+from cashg.core.record_store import write_records
+from cashg.core.records import InkRecord
 from preprocessing.review import LowYieldError, ReviewReport, check_yield
 from preprocessing.summary import cursive_boundaries
 

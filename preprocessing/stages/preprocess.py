@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from cashg.params import load_section
+from cashg.core.geometry import GeometryShapeError
+from cashg.core.params import load_section
+from cashg.core.record_store import RecordStore
 from preprocessing.figures import plot_deskew, plot_resample_rdp
-from preprocessing.geometry import GeometryShapeError
 from preprocessing.preprocess import preprocess_record, preprocess_store, settings_for
-from preprocessing.record_store import RecordStore
 from preprocessing.review import LowYieldError, ReviewReport, check_yield
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from cashg.params import load_section
+from cashg.core.params import load_section
 from preprocessing.summary import dataset_statistics, pick_preview_records, plot_preview
 
 

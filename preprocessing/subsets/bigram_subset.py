@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from preprocessing.config import BigramSubsetConfig
+from cashg.core.config.data import BigramSubsetConfig
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.inputs import SourceSentence
 from preprocessing.subsets.table import SampleTable, TableBuilder

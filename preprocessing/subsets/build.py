@@ -21,13 +21,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cashg.ink import make_sentence, write_ink
-from preprocessing.benchmarks import UNSIMPLIFIED_TEST_GT_PROTOCOLS
-from preprocessing.config import BenchmarkConfig, SubsetsConfig
+from cashg.core.benchmarks import UNSIMPLIFIED_TEST_GT_PROTOCOLS
+from cashg.core.config.data import BenchmarkConfig, SubsetsConfig
+from cashg.core.ink import make_sentence, write_ink
+from cashg.core.subsets.schema import write_subset
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.bigram_subset import build_bigram_table
 from preprocessing.subsets.char_subset import build_char_table
-from preprocessing.subsets.hdf5_schema import write_subset
 from preprocessing.subsets.inputs import SourceSentence, read_source
 from preprocessing.subsets.sentence_subset import build_sentence_table
 from preprocessing.subsets.splits import assign_splits, check_nonempty

@@ -13,7 +13,7 @@ the character with at least ``min_points`` points. Preference order (best first)
 
 The best ``glyphs_per_char`` candidates are kept (``rank`` 0 is the representative).
 Points are stored as in the sentence (absolute, height-normalised sentence units, y down);
-deltas are derived by readers (:func:`preprocessing.subsets.readers.to_deltas`).
+deltas are derived by readers (:func:`cashg.core.subsets.readers.to_deltas`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from preprocessing.config import CharSubsetConfig
-from preprocessing.records import CURSIVE_EOC
+from cashg.core.config.data import CharSubsetConfig
+from cashg.core.records import CURSIVE_EOC
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.inputs import SourceSentence
 from preprocessing.subsets.table import SampleTable, TableBuilder

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cashg.ink import InkFile, InkFormatError, InkSentence
+from cashg.core.ink import InkFile, InkFormatError, InkSentence
 from preprocessing.review import ReviewReport
 
 PREPROCESSED_PATH = "results/preprocess/{key}/sentences.h5"
@@ -45,7 +45,7 @@ class SourceSentence:
     ink: InkSentence  # the sentence as trained on: weak RDP applied (for the GT export)
     source_file: str = ""  # raw file relative to the dataset root ("" when unknown)
     # every resampled point, when weak RDP removed some (None otherwise): the test ground truth
-    # of a protocol evaluated without RDP (preprocessing.benchmarks)
+    # of a protocol evaluated without RDP (cashg.core.benchmarks)
     full: InkSentence | None = None
     # segmentation-review flags of a kept but flawed segmentation (segmentation_review doc)
     review_flags: tuple[str, ...] = ()

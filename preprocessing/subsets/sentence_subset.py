@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from preprocessing.config import SentenceSubsetConfig
+from cashg.core.config.data import SentenceSubsetConfig
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.inputs import SourceSentence
 from preprocessing.subsets.table import SampleTable, TableBuilder

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from preprocessing.config import SourceSplitConfig
+from cashg.core.config.data import SourceSplitConfig
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.inputs import SEP, SourceSentence
 

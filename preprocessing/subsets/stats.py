@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from preprocessing.records import CURSIVE_EOC
+from cashg.core.records import CURSIVE_EOC
 from preprocessing.subsets.inputs import SourceSentence
 
 

@@ -20,8 +20,8 @@ import zlib
 
 import numpy as np
 
-from preprocessing.config import StyleConfig
-from preprocessing.records import EOC, PU
+from cashg.core.config.data import StyleConfig
+from cashg.core.records import EOC, PU
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.table import SampleTable, TableBuilder
 

@@ -12,8 +12,8 @@ import zlib
 
 import numpy as np
 
-from cashg.ink import InkSentence, make_sentence
-from preprocessing.records import CURSIVE_EOC, EOC, PM, PU
+from cashg.core.ink import InkSentence, make_sentence
+from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
 
 
 def synthetic_sentence(

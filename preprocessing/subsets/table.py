@@ -3,7 +3,7 @@
 A builder appends samples (writer, per-sample values, per-point arrays); :meth:`finish` sorts
 them by writer (stable, so a builder's deterministic order is kept inside each writer) and
 concatenates the ragged parts with an ``offsets`` column, ready for
-:func:`preprocessing.subsets.hdf5_schema.write_subset`.
+:func:`cashg.core.subsets.schema.write_subset`.
 """
 
 from __future__ import annotations

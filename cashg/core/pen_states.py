@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from preprocessing.records import CURSIVE_EOC, EOC, PM, PU
+from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
 
 
 def time_pieces(stroke_index: np.ndarray, owner: np.ndarray) -> np.ndarray:

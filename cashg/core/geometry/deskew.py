@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from preprocessing.geometry.shapes import check_points
+from cashg.core.geometry.shapes import check_points
 
 
 def skew_angle_deg(points: np.ndarray) -> float:

@@ -1,13 +1,10 @@
-"""``params.yaml`` read into typed, frozen configuration objects.
+"""Plain YAML data converted into typed, frozen dataclasses, with errors that name the place.
 
-One file holds the whole experiment configuration, one section per stage. Every section is a
-frozen dataclass; :func:`build` converts plain YAML data into it, checking types and refusing
-unknown keys (a misspelt key is an error that names the key and where it was found), so a typo
-never silently falls back to a default. A key that moved to another section (a dataclass's
-``moved_keys``: old key -> new dotted place) is an error that names the new place.
-
-The section dataclasses live next to the code they configure (``preprocessing.config``,
-``cashg.config``); :data:`SECTIONS` maps section names to them.
+:func:`build` checks types and refuses unknown keys (a misspelt key is an error naming the key
+and where it was found), so a typo never silently falls back to a default. A key that moved to
+another section (a dataclass's ``moved_keys``: old key -> new dotted place) is an error that
+names the new place. The bottom of the contracts layer: the config dataclasses use it, and
+:mod:`cashg.core.params` uses it to read ``params.yaml``.
 """
 
 from __future__ import annotations
@@ -22,8 +19,6 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 
 T = TypeVar("T")
-
-DEFAULT_PARAMS = Path("params.yaml")
 
 
 class ParamsError(ValueError):
@@ -137,39 +132,3 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping at the top level")
     return data
-
-
-def _sections() -> dict[str, type]:
-    from cashg.config import CASHG_SECTIONS
-    from cashg.experiments import EXPERIMENT_SECTIONS
-    from preprocessing.config import PREPROCESSING_SECTIONS
-
-    return {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS, **EXPERIMENT_SECTIONS}
-
-
-def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
-    """Validate the whole params file and return ``{section name: typed config}``.
-
-    Every section is checked, so a misspelt top-level section fails for every stage; so are
-    the links between sections (a benchmark's datasets and protocol, the ablation's benchmark:
-    :func:`cashg.experiments.check_params`).
-    """
-    from cashg.experiments import check_params
-
-    data = read_yaml(path)
-    sections = _sections()
-    unknown = sorted(set(data) - set(sections))
-    if unknown:
-        raise ParamsError(
-            f"{path}: unknown section {', '.join(repr(u) for u in unknown)}"
-            f" (known sections: {', '.join(sorted(sections))})"
-        )
-    params = {name: build(cls, data.get(name), f"{path}: {name}")
-              for name, cls in sections.items()}
-    check_params(params, str(path), set(data))  # raises ParamsError (BenchmarkError)
-    return params
-
-
-def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Any:
-    """The typed config of one section, after validating the whole file."""
-    return load_params(path)[name]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from preprocessing.geometry.shapes import check_points
+from cashg.core.geometry.shapes import check_points
 
 
 def normalize_height(points: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
@@ -16,7 +16,7 @@ def normalize_height(points: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]
 
     ``normalised = (points - origin) / height`` (``scale = 1 / height``) with ``origin`` the bbox's top-left corner and
     ``scale = 1 / height``. Raises ``ValueError`` when the height is not positive and
-    :class:`~preprocessing.geometry.shapes.GeometryShapeError` when ``points`` is not (N, 2).
+    :class:`~cashg.core.geometry.shapes.GeometryShapeError` when ``points`` is not (N, 2).
     """
     pts = check_points(points, "normalize_height")
     if not len(pts):

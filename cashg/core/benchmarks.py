@@ -38,8 +38,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from cashg.params import ParamsError
-from preprocessing.config import BenchmarkConfig, DatasetConfig, SubsetsConfig
+from cashg.core.config.data import BenchmarkConfig, DatasetConfig, SubsetsConfig
+from cashg.core.typed import ParamsError
 
 PROTOCOL_FORMATS: dict[str, frozenset[str] | None] = {
     "dsd": frozenset({"brush"}),

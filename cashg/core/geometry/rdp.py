@@ -20,7 +20,7 @@ import math
 import numba as nb
 import numpy as np
 
-from preprocessing.geometry.shapes import check_offsets, check_points
+from cashg.core.geometry.shapes import check_offsets, check_points
 
 
 @nb.njit(cache=True, nogil=True)

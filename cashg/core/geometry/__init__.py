@@ -3,10 +3,10 @@
 Shapes are in the docstrings; hot loops are numba kernels (``cache=True``).
 """
 
-from preprocessing.geometry.deskew import deskew, rotate, skew_angle_deg, skew_estimate
-from preprocessing.geometry.normalize import normalize_height
-from preprocessing.geometry.rdp import rdp_indices, rdp_mask, weak_rdp_mask
-from preprocessing.geometry.resample import (
+from cashg.core.geometry.deskew import deskew, rotate, skew_angle_deg, skew_estimate
+from cashg.core.geometry.normalize import normalize_height
+from cashg.core.geometry.rdp import rdp_indices, rdp_mask, weak_rdp_mask
+from cashg.core.geometry.resample import (
     capped_counts,
     capped_spacing,
     piece_lengths,
@@ -14,7 +14,7 @@ from preprocessing.geometry.resample import (
     resample_pieces_to_counts,
     resample_polyline,
 )
-from preprocessing.geometry.shapes import GeometryShapeError, check_offsets, check_points
+from cashg.core.geometry.shapes import GeometryShapeError, check_offsets, check_points
 
 __all__ = [
     "GeometryShapeError",

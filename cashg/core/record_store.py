@@ -1,4 +1,4 @@
-"""HDF5 storage for :class:`~preprocessing.records.InkRecord` collections (the ``parse`` output).
+"""HDF5 storage for :class:`~cashg.core.records.InkRecord` collections (the ``parse`` output).
 
 Layout (schema ``cashg-records`` version 1), all ragged data concatenated with offsets:
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from preprocessing.records import InkRecord
+from cashg.core.records import InkRecord
 
 SCHEMA = "cashg-records"
 SCHEMA_VERSION = 1

@@ -4,7 +4,7 @@
 The numba kernels index ``points[i, 0]`` and ``points[i, 1]`` without bounds checks, so a
 malformed input would otherwise pass silently: an ``(N, 3)`` array loses its third column, an
 ``(N, 1)`` or 1-D array reads memory it does not own, offsets that do not cover the points skip
-or repeat points. Every public function of :mod:`preprocessing.geometry` validates its inputs
+or repeat points. Every public function of :mod:`cashg.core.geometry` validates its inputs
 here first and raises :class:`GeometryShapeError` naming the function, the argument, the shape
 it got and the shape it needs.
 """

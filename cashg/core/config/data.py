@@ -94,7 +94,7 @@ class DeskewConfig:
     """Sentence deskew (paper app. B.1): applied to datasets whose format is in ``formats``
     (IAM and CASIA 2.x text lines, not BRUSH), unless ``datasets`` (dataset key -> bool)
     overrides it; skipped when the estimated angle is below ``min_deg`` or above ``max_deg``,
-    and (guards for short ink such as DeepWriting chunks, preprocessing/geometry/deskew.py)
+    and (guards for short ink such as DeepWriting chunks, cashg/core/geometry/deskew.py)
     when the ink along the fitted line is shorter than ``min_length`` times its extent across
     it, or when the left-half-to-right-half centroid direction disagrees with the fitted angle
     by more than ``max_disagreement_deg``. Skips are counted by reason in ``summary.json``."""
@@ -228,7 +228,7 @@ class BenchmarkConfig:
     (``results/preprocess/<primary>/sentences.h5``; DVC cannot iterate a mapping's keys inside
     a stage). A single-source benchmark repeats its source (``secondary == primary``).
     ``sources`` must name exactly these datasets (checked by
-    :func:`preprocessing.benchmarks.check_benchmarks`).
+    :func:`cashg.core.benchmarks.check_benchmarks`).
 
     Paper protocols (the defaults of :data:`PAPER_BENCHMARKS`): ``dsd`` = BRUSH writers 0-149
     train / 150-169 test; ``deepwriting`` = DeepWriting's training / validation npz files;

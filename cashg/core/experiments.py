@@ -1,6 +1,6 @@
 """The ``ablation`` params section and the checks that span several sections.
 
-The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`preprocessing.benchmarks`):
+The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`cashg.core.benchmarks`):
 every benchmark gets one ``train`` / ``generate`` / ``evaluate`` experiment of its own name,
 generated and scored on its test split. The paper's 2 x 2 ablation (Bi-SWT on/off x gated
 context fusion on/off, Table 3) runs on one of them, named by ``ablation.benchmark``: every
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from preprocessing.benchmarks import BenchmarkError, check_benchmarks, check_name
-from preprocessing.config import ProtocolName
+from cashg.core.benchmarks import BenchmarkError, check_benchmarks, check_name
+from cashg.core.config.data import ProtocolName
 
 
 @dataclass(frozen=True)
@@ -135,11 +135,11 @@ def check_params(params: Mapping[str, Any], where: str,
                                                                "recognizer"})) -> None:
     """Cross-section checks of a loaded params file (``where`` = its name).
 
-    Benchmarks against datasets (:func:`preprocessing.benchmarks.check_benchmarks`), then the
+    Benchmarks against datasets (:func:`cashg.core.benchmarks.check_benchmarks`), then the
     ablation and the recognizer's benchmarks against the benchmarks; each only when its
     section is ``given`` in the file (a section left out takes the paper defaults, which name
     the paper's dataset keys: a stage-sized params file, e.g. for the parse stage alone, need
-    not define benchmarks). Raises :class:`~preprocessing.benchmarks.BenchmarkError`.
+    not define benchmarks). Raises :class:`~cashg.core.benchmarks.BenchmarkError`.
     """
     subsets, ablation = params["subsets"], params["ablation"]
     if "subsets" in given:

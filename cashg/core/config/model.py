@@ -206,7 +206,7 @@ class TrainConfig:
     keep_last: int = 3
     max_nonfinite_steps: int = 20  # consecutive non-finite steps that stop the run
 
-    # keys of earlier versions -> where they live now (cashg.params names both in its error)
+    # keys of earlier versions -> where they live now (cashg.core.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"style_refs": "model.style_refs"}
 
 
@@ -233,7 +233,7 @@ class GenerateConfig:
     plot_lines: int = 4
     limit: int = 0  # generate only the first N sentences of the split (0 = all)
 
-    # keys of earlier versions -> where they live now (cashg.params names both in its error)
+    # keys of earlier versions -> where they live now (cashg.core.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"n_refs": "model.style_refs"}
 
 

@@ -21,7 +21,7 @@ from typing import ClassVar
 import h5py
 import numpy as np
 
-from preprocessing.subsets.hdf5_schema import SubsetFormatError, check_header
+from cashg.core.subsets.schema import SubsetFormatError, check_header
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,50 @@
+"""``params.yaml`` read into typed, frozen configuration objects.
+
+One file holds the whole experiment configuration, one section per stage. Every section is a
+frozen dataclass built by :func:`cashg.core.typed.build` (types checked, unknown keys refused).
+The section dataclasses live in :mod:`cashg.core.config.data`, :mod:`cashg.core.config.model`
+and :mod:`cashg.core.experiments`; :func:`load_params` validates every section and the links
+between them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cashg.core.config.data import PREPROCESSING_SECTIONS
+from cashg.core.config.model import CASHG_SECTIONS
+from cashg.core.experiments import EXPERIMENT_SECTIONS, check_params
+from cashg.core.typed import ParamsError, build, read_yaml
+
+__all__ = ["DEFAULT_PARAMS", "ParamsError", "build", "load_params", "load_section", "read_yaml"]
+
+DEFAULT_PARAMS = Path("params.yaml")
+SECTIONS: dict[str, type | object] = {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS,
+                                      **EXPERIMENT_SECTIONS}
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """Validate the whole params file and return ``{section name: typed config}``.
+
+    Every section is checked, so a misspelt top-level section fails for every stage; so are
+    the links between sections (a benchmark's datasets and protocol, the ablation's benchmark:
+    :func:`cashg.core.experiments.check_params`).
+    """
+    data = read_yaml(path)
+    sections = SECTIONS
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise ParamsError(
+            f"{path}: unknown section {', '.join(repr(u) for u in unknown)}"
+            f" (known sections: {', '.join(sorted(sections))})"
+        )
+    params = {name: build(cls, data.get(name), f"{path}: {name}")
+              for name, cls in sections.items()}
+    check_params(params, str(path), set(data))  # raises ParamsError (BenchmarkError)
+    return params
+
+
+def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Any:
+    """The typed config of one section, after validating the whole file."""
+    return load_params(path)[name]
