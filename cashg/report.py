@@ -3,17 +3,18 @@
 ``cashg report --results results --out results/report --params params.yaml`` reads what the
 stages wrote (every number comes from a ``metrics.json`` or ``summary.json``; nothing is
 computed here) and writes ``report.md`` with images copied next to it. Which benchmarks and
-ablation variants to show comes from the params file (``subsets.benchmarks``, ``ablation``), so
-a dataset swap changes the report with no code change:
+experiments to show comes from the params file (``subsets.benchmarks``, ``experiments``,
+``ablation.cells``), so a dataset swap or a new experiment changes the report with no code change:
 
-- Table 2 layout: sentence-level CSM and DTW per benchmark, the model against the ground truth
-  scored against a seeded perturbed copy of itself (a reference point for the metric scale);
+- Table 2 layout: sentence-level CSM and DTW of every test-split experiment, by benchmark,
+  next to the benchmark's ground truth scored against a seeded perturbed copy of itself (a
+  reference point for the metric scale);
 - Table 3 layout: the 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off) on the
-  ablation benchmark (the merged set by default), one row per ``ablation.variants`` entry
-  placed by its switches (the full model is a variant like the others, not the benchmark's
-  own experiment), with the split and the number of sentences the rows were scored on under
-  it, read from each row's generation and evaluation records
-  (``results/generate/<variant>/summary.json``, ``results/evaluate/<variant>/details.json``);
+  cells' benchmark, one row per ``ablation.cells`` experiment placed by its switches (its
+  ``model`` overrides over the ``model`` section; the full model is a cell like the others,
+  not the benchmark's own test-split experiment), with the split and the number of sentences
+  the rows were scored on under it, read from each row's generation and evaluation records
+  (``results/generate/<cell>/summary.json``, ``results/evaluate/<cell>/details.json``);
 - under each table, the decoding that generated its rows (greedy, the authors' decoding, or
   stochastic sampling with its temperature and bias), read from what each generate stage
   recorded (``results/generate/<experiment>/summary.json``), one line when all rows agree,
@@ -37,16 +38,6 @@ from typing import NamedTuple
 from cashg.evaluation.tables import format_value, table2_markdown
 from cashg.training.generate_stage import describe_decoding
 
-# defaults of build_report (the demo's benchmarks); the stage passes what params.yaml says
-BENCHMARKS = ("dsd", "deepwriting", "merged")
-# experiment -> (Bi-SWT, gated context fusion), the paper's Table 3 rows in its order
-ABLATION = {
-    "merged-full": (True, True),
-    "merged-no_biswt": (False, True),
-    "merged-no_gate": (True, False),
-    "merged-neither": (False, False),
-}
-ABLATION_BENCHMARK = "merged"
 _CSM = ("F1_cursive", "CRE", "KGS", "SSS")
 
 
@@ -152,26 +143,31 @@ def _copy(src: Path, images: Path, name: str) -> str | None:
 class ReportExperiments(NamedTuple):
     """What a params file names for the report (:func:`experiments_from_params`)."""
 
-    benchmarks: tuple[str, ...]  # the Table 2 rows
-    ablation: dict[str, tuple[bool, bool]]  # Table 3: variant -> (Bi-SWT, fusion), in order
+    table2: dict[str, str]  # the Table 2 rows: test-split experiment -> its benchmark
+    ablation: dict[str, tuple[bool, bool]]  # Table 3: cell -> (Bi-SWT, fusion), in order
     datasets: tuple[str, ...]
-    ablation_benchmark: str
+    ablation_benchmark: str | None  # the cells' benchmark (None: no ablation)
+    benchmarks: tuple[str, ...]  # every benchmark (subsets.benchmarks)
+    experiments: tuple[str, ...]  # every experiment, in params order
 
 
 def experiments_from_params(path: str | Path) -> ReportExperiments:
-    """The benchmarks, the ablation rows, the datasets and the ablation's benchmark of a params
-    file, as :func:`build_report` takes them.
+    """The Table 2 experiments, the ablation rows, the datasets, the ablation's benchmark, the
+    benchmarks and the experiments of a params file, as :func:`build_report` takes them.
 
-    The ablation rows are the variants (``ablation.variants``) with their switches, in the
-    Table 3 order (on/on, off/on, on/off, off/off): the full model is the variant with both
-    switches on (the params check requires exactly one), never the benchmark itself.
+    Table 2: the experiments scored on their benchmark's test split, in params order. The
+    ablation rows are ``ablation.cells`` with their switches (each cell's ``model`` overrides
+    over the ``model`` section), in the Table 3 order (on/on, off/on, on/off, off/off).
     """
     from cashg.core.params import load_params
 
     params = load_params(path)
-    ablation = params["ablation"]
-    return ReportExperiments(tuple(params["subsets"].benchmarks), ablation.rows(),
-                             tuple(params["datasets"]), ablation.benchmark)
+    experiments, cells = params["experiments"], params["ablation"].cells
+    table2 = {name: exp.benchmark for name, exp in experiments.items() if exp.split == "test"}
+    return ReportExperiments(table2, params["ablation"].rows(experiments, params["model"]),
+                             tuple(params["datasets"]),
+                             experiments[cells[0]].benchmark if cells else None,
+                             tuple(params["subsets"].benchmarks), tuple(experiments))
 
 
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
@@ -194,26 +190,33 @@ def recognizer_markdown(rows: list[tuple[str, dict | None]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARKS,
-                 ablation: Mapping[str, tuple[bool, bool]] | None = None,
+def build_report(results: Path, out: Path, table2: Mapping[str, str],
+                 ablation: Mapping[str, tuple[bool, bool]],
                  datasets: Sequence[str] | None = None,
                  ablation_benchmark: str | None = None,
+                 benchmarks: Sequence[str] | None = None,
+                 experiments: Sequence[str] = (),
                  recognizers: Sequence[str] | None = None) -> str:
     """Write ``out/report.md`` (and ``out/images/``) from the stage outputs under ``results``.
 
-    ``benchmarks``: the Table 2 rows; ``ablation``: experiment -> (Bi-SWT, fusion) for Table 3
-    (default :data:`ABLATION`), ``ablation_benchmark`` the benchmark it runs on (its title;
-    default ``merged``); ``datasets``: the dataset keys of the data section (default:
-    every folder found); ``recognizers``: the benchmarks with a recognizer (default: those of
-    ``benchmarks`` with a ``results/recognizer/<benchmark>/summary.json``). Outputs of other
-    experiments under ``results`` (left over from an earlier dataset choice) are not shown.
+    ``table2``: the Table 2 rows, test-split experiment -> its benchmark (grouped by
+    benchmark, each group closed by the benchmark's perturbed-GT row); ``ablation``: cell ->
+    (Bi-SWT, fusion) for Table 3, ``ablation_benchmark`` the benchmark the cells run on (its
+    title); ``datasets``: the dataset keys of the data section (default: every folder found);
+    ``benchmarks``: every benchmark (whose subsets statistics to show; default those of
+    ``table2`` and the ablation); ``experiments``: every experiment (training summaries and
+    figures; those of the tables always); ``recognizers``: the benchmarks with a recognizer
+    (default: those of ``table2`` with a ``results/recognizer/<benchmark>/summary.json``).
+    Outputs of other experiments under ``results`` (left over from an earlier params choice)
+    are not shown. :func:`experiments_from_params` reads all of these from a params file.
     """
 
     def shown(folder: Path, names: Sequence[str] | None) -> bool:
         return names is None or folder.name in names
 
-    ablation = ABLATION if ablation is None else ablation
-    ablation_benchmark = ablation_benchmark or ABLATION_BENCHMARK
+    table2_benchmarks = list(dict.fromkeys(table2.values()))
+    if benchmarks is None:
+        benchmarks = [*table2_benchmarks, *([ablation_benchmark] if ablation_benchmark else [])]
     out.mkdir(parents=True, exist_ok=True)
     images = out / "images"
     parts = [
@@ -226,18 +229,20 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         "",
     ]
     rows, missing, generated = [], [], []
-    for bench in benchmarks:
-        for method, path in (
-            ("CASHG (this run)", results / "evaluate" / bench / "metrics.json"),
-            ("GT, perturbed copy", results / "evaluate_gt" / bench / "perturbed" / "metrics.json"),
-        ):
+    for bench in table2_benchmarks:
+        methods = [("CASHG (this run)" if exp == bench else f"CASHG ({exp})",
+                    results / "evaluate" / exp / "metrics.json", exp)
+                   for exp, b in table2.items() if b == bench]
+        methods.append(("GT, perturbed copy",
+                        results / "evaluate_gt" / bench / "perturbed" / "metrics.json", None))
+        for method, path, exp in methods:
             metrics = _read_json(path)
             if metrics is None:
                 missing.append(str(path))
             else:
                 rows.append((bench, method, metrics))
-                if method.startswith("CASHG"):
-                    generated.append(bench)
+                if exp is not None:
+                    generated.append(exp)
     parts.append(table2_markdown(rows) if rows else "_No evaluation outputs yet._\n")
     parts += decoding_markdown(results, generated)
     parts += [
@@ -259,11 +264,12 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         " of the paper); *CER GT* / *WER GT*: the same recognizer on the ground-truth test"
         " lines, the floor for this recognizer. `--`: no recognizer for the benchmark.",
         "",
-        f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)",
+        f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)" if ablation_benchmark
+        else "## Ablation (layout of the paper's Table 3)",
         "",
     ]
     if not ablation:
-        parts += ["_No ablation in params (`ablation.variants` is empty)._", ""]
+        parts += ["_No ablation in params (`ablation.cells` is empty)._", ""]
     ablation_rows = []
     for exp, (bi_swt, fusion) in ablation.items():
         path = results / "evaluate" / exp / "metrics.json"
@@ -279,7 +285,7 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
         parts += decoding_markdown(results, scored)
 
     if recognizers is None:
-        recognizers = [b for b in benchmarks
+        recognizers = [b for b in table2_benchmarks
                        if (results / "recognizer" / b / "summary.json").is_file()]
     if recognizers:
         parts += ["## Recognizers (legibility metric)", "",
@@ -297,7 +303,7 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
 
     parts += ["## Training", "", "| experiment | iterations | device | wall time (s) |"
               " final train total | best val total |", "|:--|--:|:--|--:|--:|--:|"]
-    for exp in dict.fromkeys((*benchmarks, *ablation)):
+    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
         summary = _read_json(results / "train" / exp / "train_summary.json")
         if summary is None:
             continue
@@ -311,7 +317,7 @@ def build_report(results: Path, out: Path, benchmarks: Sequence[str] = BENCHMARK
     parts.append("")
 
     parts += ["## Qualitative results", ""]
-    for exp in dict.fromkeys((*benchmarks, *ablation)):
+    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
         rel = _copy(results / "generate" / exp / "lines.png", images, f"generated_{exp}.png")
         if rel:
             split = (_read_json(results / "generate" / exp / "summary.json") or {}).get("split")
@@ -356,16 +362,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=Path("results"),
                         help="the pipeline's results folder")
     parser.add_argument("--out", type=Path, default=Path("results/report"))
-    parser.add_argument("--params", type=Path, default=None,
-                        help="params file naming the benchmarks and the ablation (default: the"
-                             " demo's dsd, deepwriting, merged)")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
+                        help="params file naming the benchmarks, experiments and ablation cells")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.params is not None:
-        build_report(args.results, args.out, **experiments_from_params(args.params)._asdict(),
-                     recognizers=recognizers_from_params(args.params))
-    else:
-        build_report(args.results, args.out)
+    build_report(args.results, args.out, **experiments_from_params(args.params)._asdict(),
+                 recognizers=recognizers_from_params(args.params))
     print(f"report: {args.out / 'report.md'}")
     return 0

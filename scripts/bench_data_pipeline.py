@@ -76,7 +76,9 @@ def main() -> int:
     params["datasets"] = {"iam": {**params["datasets"]["iam"], "root": str(iam_root)}}
     # only the IAM-only benchmark (params are checked: a benchmark may not name a missing dataset)
     params["subsets"]["benchmarks"] = {"deepwriting": params["subsets"]["benchmarks"]["deepwriting"]}
-    params["ablation"] = {"benchmark": "deepwriting", "protocol": "deepwriting", "variants": {}}
+    params["experiments"] = {"deepwriting": params["experiments"]["deepwriting"]}
+    params["ablation"] = {"cells": []}
+    params["recognizer"]["benchmarks"] = []  # no dsd benchmark here
     params_path = work / "params.yaml"
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     py = sys.executable

@@ -146,6 +146,38 @@ def test_main_training_is_scheduled_first():
     short = {"deepwriting", "merged", "merged-no_gate"}
     assert scheduling_priority(spec("train@dsd"), short) == 20
     assert scheduling_priority(spec("train@merged"), short) == 0
-    assert scheduling_priority(spec("train_ablation@merged-no_gate"), short) == 0
+    assert scheduling_priority(spec("train@merged-no_gate"), short) == 0
     assert scheduling_priority(spec("recognizer@dsd"), short) == 10
     assert scheduling_priority(spec("generate@dsd"), short) == 0
+
+
+def test_one_stage_family_per_experiment(repo_root):
+    """experiments are data: every experiments entry gets exactly one train@, generate@ and
+    evaluate@ stage of its name (no per-kind copies), reading its benchmark and split, and
+    every declared output of the three lies under results/<stage>/<experiment>."""
+    import shlex
+
+    from cashg.core.params import load_params
+    from workflow.dag import load_stages
+
+    experiments = load_params(repo_root / "params.yaml")["experiments"]
+    stages = {s.name: s for s in load_stages(repo_root)}
+    kinds = {"train", "generate", "evaluate"}
+    found = {n for n in stages if n.partition("@")[0] in kinds}
+    assert found == {f"{k}@{name}" for k in kinds for name in experiments}
+    assert not any("ablation" in n for n in stages)
+    for name, exp in experiments.items():
+        split_dir = f"results/subsets/{exp.benchmark}/{exp.split}"
+        train = stages[f"train@{name}"]
+        assert shlex.split(train.cmd)[3:5] == ["--experiment", name]
+        assert f"results/subsets/{exp.benchmark}" in train.deps
+        gen = shlex.split(stages[f"generate@{name}"].cmd)
+        assert gen[gen.index("--gt") + 1] == f"{split_dir}/gt.h5"
+        assert gen[gen.index("--out") + 1] == f"results/generate/{name}"
+        ev = shlex.split(stages[f"evaluate@{name}"].cmd)
+        assert ev[ev.index("--gt") + 1] == f"{split_dir}/gt.h5"
+        assert ev[ev.index("--benchmark") + 1] == exp.benchmark
+        for kind in kinds:
+            stage = stages[f"{kind}@{name}"]
+            assert "cashg/core" in stage.deps, stage.name  # the contracts
+            assert all(o.path.startswith(f"results/{kind}/{name}") for o in stage.outs)

@@ -145,13 +145,14 @@ def _casia2_tree(root: Path) -> Path:
 # --------------------------------------------------------------------------- params and DAG
 def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | None = None,
                 iam_ondb_root: Path | None = None) -> dict:
-    """``params.yaml`` with the example's datasets, subsets.benchmarks and ablation blocks and
-    its recognizer.benchmarks list, roots replaced (what a user does by hand); ``rename``
-    renames benchmarks (so that a benchmark's name and its protocol differ); an example's
+    """``params.yaml`` with the example's datasets, subsets.benchmarks, experiments and
+    ablation blocks and its recognizer.benchmarks list, roots replaced (what a user does by
+    hand); ``rename`` renames benchmarks (so that a benchmark's name and its protocol differ)
+    and the experiments named after them; an example's
     ``iam_ondb_root`` (DeepWriting: where the IAM-origin span comes from) is replaced too."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     ex = yaml.safe_load((EXAMPLES / example).read_text())
-    assert set(ex) == {"datasets", "subsets", "ablation", "recognizer"}, \
+    assert set(ex) == {"datasets", "subsets", "experiments", "ablation", "recognizer"}, \
         f"{example}: unexpected blocks"
     assert set(ex["subsets"]) == {"benchmarks"} and set(ex["recognizer"]) == {"benchmarks"}
     assert set(roots) == set(ex["datasets"]), f"{example}: roots for {sorted(ex['datasets'])}"
@@ -163,9 +164,10 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     rename = rename or {}
     params["subsets"]["benchmarks"] = {rename.get(k, k): v
                                        for k, v in ex["subsets"]["benchmarks"].items()}
-    params["ablation"] = {**ex["ablation"],
-                          "benchmark": rename.get(ex["ablation"]["benchmark"],
-                                                  ex["ablation"]["benchmark"])}
+    params["experiments"] = {rename.get(k, k): {**v, "benchmark": rename.get(v["benchmark"],
+                                                                           v["benchmark"])}
+                             for k, v in ex["experiments"].items()}
+    params["ablation"] = ex["ablation"]
     params["recognizer"]["benchmarks"] = [rename.get(k, k)
                                           for k in ex["recognizer"]["benchmarks"]]
     return params
@@ -186,10 +188,10 @@ def pipeline_copy(root: Path, params: dict) -> Path:
 
 
 def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
-              ablation: bool = False, recognizers: tuple[str, ...] = ()) -> dict:
-    """Both views agree and have exactly the swap's stages (plus the ablation stages when
-    ``ablation``, and a recognizer stage per benchmark of ``recognizers``); returns the DVC
-    view."""
+              cells: tuple[str, ...] = (), recognizers: tuple[str, ...] = ()) -> dict:
+    """Both views agree and have exactly the swap's stages: one train / generate / evaluate
+    stage per experiment (one per benchmark, named after it, plus the ablation ``cells``) and
+    a recognizer stage per benchmark of ``recognizers``; returns the DVC view."""
     from workflow.check_views import diff_views, dvc_view, snakemake_view
 
     dvc = dvc_view(root)
@@ -202,15 +204,22 @@ def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
     for bench in benchmarks:
         expected |= {f"{stage}__{bench}" for stage in
                      ("subsets", "evaluate_gt", "train", "generate", "evaluate")}
-    assert {n for n in dvc if "ablation" not in n} == expected
+    for cell in cells:
+        expected |= {f"{stage}__{cell.replace('-', '_')}"
+                     for stage in ("train", "generate", "evaluate")}
+    assert set(dvc) == expected
     for bench, protocol in benchmarks.items():
-        for stage in ("evaluate_gt", "evaluate"):
-            argv = shlex.split(dvc[f"{stage}__{bench}"].cmd)
-            assert argv[argv.index("--protocol") + 1] == protocol, (stage, bench)
+        argv = shlex.split(dvc[f"evaluate_gt__{bench}"].cmd)
+        assert argv[argv.index("--protocol") + 1] == protocol, bench
+        # evaluate@ takes the protocol of its benchmark from params.yaml
+        argv = shlex.split(dvc[f"evaluate__{bench}"].cmd)
+        assert argv[argv.index("--benchmark") + 1] == bench
+        assert argv[argv.index("--params") + 1] == "params.yaml"
+        assert f'"subsets.benchmarks.{bench}.protocol": "{protocol}"' in \
+            dvc[f"evaluate__{bench}"].params
         # the report runs after every benchmark's evaluation (directory dep, expanded)
         assert f"results/evaluate/{bench}/metrics.json" in snake["report"].inputs
-    if not ablation:
-        assert not any("ablation" in n for n in dvc)
+    assert not any("ablation" in n for n in dvc)  # one stage family per experiment
     return dvc
 
 
@@ -349,25 +358,22 @@ def test_merged_example_dag(tmp_path):
     roots = {"iam": tmp_path / "IAM-OnDB", "brush": tmp_path / "BRUSH"}
     params = swap_params("merged.yaml", roots, rename={"merged": "en_merged"})
     root = pipeline_copy(tmp_path / "repo", params)
+    cells = ("merged-full", "merged-no_biswt", "merged-no_gate", "merged-neither")
     dvc = check_dag(root, ["iam", "brush"], {"dsd": "dsd", "deepwriting": "deepwriting",
-                                              "en_merged": "merged"}, ablation=True,
+                                              "en_merged": "merged"}, cells=cells,
                     recognizers=("dsd", "deepwriting", "en_merged"))
-    ablation = {n for n in dvc if "ablation" in n}
-    assert ablation == {f"{s}__merged_{v}" for s in ("train_ablation", "generate_ablation",
-                                                     "evaluate_ablation")
-                        for v in ("full", "no_biswt", "no_gate", "neither")}
-    argv = shlex.split(dvc["evaluate_ablation__merged_no_gate"].cmd)
-    assert argv[argv.index("--protocol") + 1] == "merged"
+    argv = shlex.split(dvc["evaluate__merged_no_gate"].cmd)
+    assert argv[argv.index("--benchmark") + 1] == "en_merged"
     assert argv[argv.index("--gt") + 1] == "results/subsets/en_merged/validation/gt.h5"
-    assert "--exclusions-from-gt" in argv
+    assert argv[argv.index("--test-exclusions") + 1] == \
+        "results/evaluate_gt/en_merged/exclusions.json"
     assert argv[argv.index("--recognizer-if-listed") + 1] == "en_merged"
-    argv = shlex.split(dvc["generate_ablation__merged_full"].cmd)
+    argv = shlex.split(dvc["generate__merged_full"].cmd)
     assert argv[argv.index("--style") + 1] == "results/subsets/en_merged/validation/style.h5"
-    assert "--set model.bi_swt=true --set model.gated_fusion=true" in \
-        dvc["train_ablation__merged_full"].cmd
-    assert "--benchmark en_merged" in dvc["train_ablation__merged_neither"].cmd
-    assert "--set model.bi_swt=false --set model.gated_fusion=false" in \
-        dvc["train_ablation__merged_neither"].cmd
+    assert "--experiment merged-neither" in dvc["train__merged_neither"].cmd
+    assert "results/subsets/en_merged" in dvc["train__merged_neither"].inputs
+    assert '"experiments.merged-neither": {"benchmark": "en_merged"' in \
+        dvc["train__merged_neither"].params
 
 
 def test_demo_params_keep_the_demo_benchmarks():
@@ -376,9 +382,9 @@ def test_demo_params_keep_the_demo_benchmarks():
     assert {k: (b.protocol, b.primary, b.secondary) for k, b in benches.items()} == {
         "dsd": ("dsd", "brush", "brush"), "deepwriting": ("deepwriting", "iam", "iam"),
         "merged": ("merged", "iam", "brush")}
-    assert set(params["ablation"].variants) == {"merged-full", "merged-no_biswt",
-                                                "merged-no_gate", "merged-neither"}
-    assert params["ablation"].split == "validation"
+    assert params["ablation"].cells == ("merged-full", "merged-no_biswt", "merged-no_gate",
+                                        "merged-neither")
+    assert {params["experiments"][c].split for c in params["ablation"].cells} == {"validation"}
 
 
 def test_examples_load(tmp_path):
@@ -402,12 +408,10 @@ def test_examples_load(tmp_path):
      "subsets.benchmarks.dsd: missing 'secondary'"),
     (lambda p: p["subsets"]["benchmarks"]["dsd"]["sources"]["brush"].update(rule="iam_lists"),
      "subsets.benchmarks.dsd.sources.brush.rule: 'iam_lists' needs a dataset of format iam_ondb"),
-    (lambda p: p["ablation"].update(protocol="dsd"),
-     "ablation.protocol: 'dsd' but benchmark 'merged' uses protocol 'merged'"),
-    (lambda p: p["ablation"].update(benchmark="olhwg"),
-     "ablation.benchmark: 'olhwg' is not under subsets.benchmarks"),
-    (lambda p: p["ablation"]["variants"].update(dsd={"bi_swt": False}),
-     "ablation.variants.dsd: also a benchmark name"),
+    (lambda p: p["experiments"]["merged"].update(benchmark="olhwg"),
+     "experiments.merged.benchmark: 'olhwg' is not under subsets.benchmarks"),
+    (lambda p: p["ablation"]["cells"].append("dsd"),  # a test-split experiment of another
+     "ablation.cells: the cells differ in experiments.<cell>.benchmark"),
     (lambda p: p["datasets"].update({"iam.v2": p["datasets"]["iam"]}),
      "datasets.iam.v2: name 'iam.v2' may only use"),
 ])

@@ -86,8 +86,7 @@ def test_missing_sentences_are_reported(tmp_path, capsys):
     add_arguments(parser)
     out = tmp_path / "out"
     args = parser.parse_args(["--gt", str(tmp_path / "gt.h5"), "--pred", str(tmp_path / "pred.h5"),
-                              "--out", str(out), "--protocol", "dsd", "--no-progress",
-                              "--params", str(tmp_path / "none.yaml")])
+                              "--out", str(out), "--protocol", "dsd", "--no-progress"])
     assert run(args) == 0
     err = capsys.readouterr().err
     assert "s0" in err and "extra" in err
@@ -315,7 +314,9 @@ def test_sdt_glyph_protocol_averages_over_glyphs():
 
 def test_pipeline_evaluations_apply_the_gt_stage_exclusion_record():
     """Item 9 in the DAG: evaluate_gt@<b> writes results/evaluate_gt/<b>/exclusions.json from
-    <b>'s test ground truth, and every evaluation of that test split (evaluate@<b>) reads it."""
+    <b>'s test ground truth, and every evaluation of an experiment on that test split reads it
+    (--test-exclusions: applied for the test split, copied to the evaluation's own
+    exclusions.json, a declared output like details.json)."""
     import shlex
 
     from workflow.dag import load_stages
@@ -323,49 +324,57 @@ def test_pipeline_evaluations_apply_the_gt_stage_exclusion_record():
     stages = {s.name: s for s in load_stages(Path(__file__).parents[1])}
     evaluations = [s for n, s in stages.items() if n.startswith("evaluate@")]
     assert evaluations
+    tested = 0
     for stage in evaluations:
         argv = shlex.split(stage.cmd)
         gt = argv[argv.index("--gt") + 1]
-        bench = Path(gt).parts[2]  # results/subsets/<bench>/test/gt.h5
-        assert Path(gt).parts[3] == "test", stage.name
+        bench = Path(gt).parts[2]  # results/subsets/<bench>/<split>/gt.h5
         record = f"results/evaluate_gt/{bench}/exclusions.json"
-        assert argv[argv.index("--exclusions") + 1] == record, stage.name
+        assert argv[argv.index("--test-exclusions") + 1] == record, stage.name
         assert record in stage.deps, stage.name
         assert record in {o.path for o in stages[f"evaluate_gt@{bench}"].outs}
-        assert shlex.split(stages[f"evaluate_gt@{bench}"].cmd)[4] == gt
+        exp = stage.name.partition("@")[2]
+        assert {f"results/evaluate/{exp}/exclusions.json",
+                f"results/evaluate/{exp}/details.json"} <= {o.path for o in stage.outs}
+        if Path(gt).parts[3] == "test":
+            tested += 1
+            assert shlex.split(stages[f"evaluate_gt@{bench}"].cmd)[4] == gt
+    assert tested == 3  # dsd, deepwriting, merged
 
 
 def test_pipeline_scores_the_ablation_on_its_validation_split(repo_root):
     """Table 3 (paper Sec. 4.5: "the same validation subset under the same training
-    schedule"): every cell, the full model included, is trained by train_ablation and
-    generated and scored on ablation.split of the ablation benchmark (validation), with an
+    schedule"): every cell, the full model included, is an experiment trained at one budget
+    and generated and scored on the validation split of the merged benchmark, with an
     exclusion record decided from that split's ground truth, not evaluate_gt's test record."""
     import shlex
 
     from cashg.core.params import load_params
+    from cashg.training.stage import experiment_setup
     from workflow.dag import load_stages
 
-    ablation = load_params(repo_root / "params.yaml")["ablation"]
-    assert ablation.split == "validation"
+    params = load_params(repo_root / "params.yaml")
+    experiments, ablation = params["experiments"], params["ablation"]
     stages = {s.name: s for s in load_stages(repo_root)}
-    split_dir = f"results/subsets/{ablation.benchmark}/validation"
-    for variant, (bi_swt, fusion) in ablation.rows().items():
-        train = stages[f"train_ablation@{variant}"].cmd
-        assert f"--set model.bi_swt={str(bi_swt).lower()}" in train
-        assert f"--set model.gated_fusion={str(fusion).lower()}" in train
-        gen = shlex.split(stages[f"generate_ablation@{variant}"].cmd)
+    split_dir = "results/subsets/merged/validation"
+    rows = ablation.rows(experiments, params["model"])
+    for cell, (bi_swt, fusion) in rows.items():
+        assert experiments[cell].split == "validation"
+        overrides = experiment_setup(repo_root / "params.yaml", cell)[1]
+        assert overrides[-2:] == [f"model.bi_swt={str(bi_swt).lower()}",
+                                  f"model.gated_fusion={str(fusion).lower()}"]
+        assert shlex.split(stages[f"train@{cell}"].cmd)[3:5] == ["--experiment", cell]
+        gen = shlex.split(stages[f"generate@{cell}"].cmd)
         assert gen[gen.index("--gt") + 1] == f"{split_dir}/gt.h5"
         assert gen[gen.index("--style") + 1] == f"{split_dir}/style.h5"
-        stage = stages[f"evaluate_ablation@{variant}"]
+        stage = stages[f"evaluate@{cell}"]
         argv = shlex.split(stage.cmd)
         assert argv[argv.index("--gt") + 1] == f"{split_dir}/gt.h5"
-        assert argv[argv.index("--pred") + 1] == f"results/generate/{variant}/pred.h5"
-        assert "--exclusions-from-gt" in argv and "--exclusions" not in argv
-        assert not any(d.startswith("results/evaluate_gt") for d in stage.deps)
+        assert argv[argv.index("--pred") + 1] == f"results/generate/{cell}/pred.h5"
         outs = {o.path for o in stage.outs}
-        assert {f"results/evaluate/{variant}/exclusions.json",
-                f"results/evaluate/{variant}/details.json"} <= outs  # read by the report
-    assert (True, True) in ablation.rows().values()  # the full cell is one of them
+        assert {f"results/evaluate/{cell}/exclusions.json",
+                f"results/evaluate/{cell}/details.json"} <= outs  # read by the report
+    assert (True, True) in rows.values()  # the full cell is one of them
 
 
 def _split_gt(path, split, sentences, bench="b"):
@@ -427,3 +436,72 @@ def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, caps
         cli("both", "merged", "--exclusions", str(test_record), "--exclusions-from-gt")
 
 
+
+
+def test_test_exclusions_apply_the_test_record_or_decide_from_the_split(tmp_path):
+    """The evaluate stage's --test-exclusions: on the test split the evaluate_gt record is
+    applied and copied to OUT/exclusions.json byte for byte; on another split the record is
+    decided from --gt (as --exclusions-from-gt). --benchmark takes the protocol from params."""
+    import argparse
+    import shutil
+
+    import yaml
+
+    from cashg.evaluation import stage
+
+    corpus = _corpus()
+    val = _split_gt(tmp_path / "validation" / "gt.h5", "validation",
+                    [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
+    test = _split_gt(tmp_path / "test" / "gt.h5", "test",
+                     [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
+    write_ink(tmp_path / "pred.h5", corpus)
+    repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    repo_params["evaluate"].update(plot_sentences=0)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(repo_params))
+    assert stage.main(["--gt", str(test), "--out", str(tmp_path / "gt_eval"), "--params",
+                       str(params), "--no-progress"]) == 0
+    record = tmp_path / "gt_eval" / "exclusions.json"
+    # the evaluate_gt record stays what the test split's evaluations read
+    shutil.copyfile(record, tmp_path / "record_before.json")
+
+    def cli(gt, out):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return run(parser.parse_args(
+            ["--gt", str(gt), "--pred", str(tmp_path / "pred.h5"), "--out", str(tmp_path / out),
+             "--params", str(params), "--benchmark", "deepwriting", "--test-exclusions",
+             str(record), "--no-progress"]))
+
+    assert cli(test, "on_test") == 0
+    assert (tmp_path / "on_test" / "exclusions.json").read_bytes() == record.read_bytes()
+    details = json.loads((tmp_path / "on_test" / "details.json").read_text())
+    assert details["protocol"] == "deepwriting" and details["n_scored"] == len(corpus) - 1
+    assert cli(val, "on_val") == 0
+    doc = json.loads((tmp_path / "on_val" / "exclusions.json").read_text())
+    assert doc["gt"]["path"] == str(val)
+    assert [e["sentence_id"] for e in doc["excluded"]] == ["s1"]
+    assert record.read_bytes() == (tmp_path / "record_before.json").read_bytes()
+
+
+def test_evaluate_reads_no_params_file_unless_given(tmp_path, monkeypatch):
+    """Without --params `cashg evaluate` uses the EvaluateConfig defaults and never reads a
+    params.yaml of the working folder (which may be invalid for unrelated reasons); the
+    options that need params say so."""
+    import argparse
+
+    write_ink(tmp_path / "gt.h5", _corpus())
+    write_ink(tmp_path / "pred.h5", _corpus())
+    (tmp_path / "params.yaml").write_text("ablation:\n  cells: [nothing]\n")
+    monkeypatch.chdir(tmp_path)
+
+    def cli(*extra):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return run(parser.parse_args(["--gt", "gt.h5", "--pred", "pred.h5", "--out", "out",
+                                      "--no-progress", *extra]))
+
+    assert cli("--protocol", "dsd") == 0
+    assert cli("--benchmark", "dsd") == 2  # its protocol comes from --params
+    assert cli("--protocol", "dsd", "--recognizer", "r.pt", "--recognizer-if-listed",
+               "dsd") == 2

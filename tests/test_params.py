@@ -58,99 +58,134 @@ def test_unknown_section_is_an_error(tmp_path, repo_root):
         load_params(path)
 
 
-def _with_budget(tmp_path, repo_root, experiments: str):
-    text = (repo_root / "params.yaml").read_text()
-    head, _, _ = text.partition("\ntrain_budget:")
-    path = tmp_path / "params.yaml"
-    path.write_text(head + f"\ntrain_budget:\n  experiments: {experiments}\n"
-                    "  schedule: {total_iters: 60, stage2_start: 30, stage3_start: 50}\n")
-    return path
+# ---------------------------------------------------------------- experiments are data
+SHORT = ["train.total_iters=150", "train.stage2_start=75", "train.stage3_start=125",
+         "train.vdl_sentence_warmup_start=128", "train.vdl_sentence_warmup_end=140",
+         "train.lr_decay_start=125", "train.lr_decay_end=150", "train.eval_interval=75",
+         "train.checkpoint_interval=120"]
 
 
-def test_train_budget_schedules_only_the_listed_experiments(tmp_path, repo_root):
-    from cashg.training.stage import budget_overrides
+def test_default_experiments_keep_their_checkpoint_overrides(repo_root):
+    """The final checkpoint stores ``extra.params.overrides``: for the default params the
+    lists the train stages stored before experiments were data (the train_budget schedule in
+    its order, then an ablation cell's switches in lower case, as DVC interpolated them), so
+    the default run's model.pt files stay byte-identical. ``data`` is the benchmark's
+    subsets folder."""
+    from cashg.training.stage import experiment_setup
 
-    path = _with_budget(tmp_path, repo_root, "[deepwriting, ablation, gone]")
-    assert budget_overrides(path, "dsd") == []
-    short = ["train.total_iters=60", "train.stage2_start=30", "train.stage3_start=50"]
-    # `ablation` = the ablation's benchmark and every cell, the full one included
-    for name in ("deepwriting", "merged", "merged-full", "merged-no_biswt", "merged-no_gate",
-                 "merged-neither"):
-        assert budget_overrides(path, name) == short
-
-
-def test_train_budget_keeps_the_ablation_cells_together(tmp_path, repo_root):
-    path = _with_budget(tmp_path, repo_root, "[merged, merged-no_gate]")
-    with pytest.raises(ParamsError, match="ablation cells .* must all be listed or none"):
-        load_params(path)
-    # the full cell is a cell like the others: leaving it out of the short schedule is refused
-    path = _with_budget(tmp_path, repo_root, "[merged-no_biswt, merged-no_gate, merged-neither]")
-    with pytest.raises(ParamsError, match="listed: merged-no_biswt, merged-no_gate, merged-nei"):
-        load_params(path)
-    # the benchmark's own experiment is no cell: it may keep the main schedule
-    path = _with_budget(tmp_path, repo_root,
-                        "[merged-full, merged-no_biswt, merged-no_gate, merged-neither]")
-    params = load_params(path)
-    assert "merged" not in params["train_budget"].listed(params["ablation"])
+    cell = {"merged-full": ("true", "true"), "merged-no_biswt": ("false", "true"),
+            "merged-no_gate": ("true", "false"), "merged-neither": ("false", "false")}
+    expected = {"dsd": ("dsd", []), "deepwriting": ("deepwriting", SHORT),
+                "merged": ("merged", SHORT)}
+    expected |= {name: ("merged", [*SHORT, f"model.bi_swt={b}", f"model.gated_fusion={g}"])
+                 for name, (b, g) in cell.items()}
+    params = load_params(repo_root / "params.yaml")
+    assert list(params["experiments"]) == list(expected)
+    for name, (benchmark, overrides) in expected.items():
+        assert experiment_setup(repo_root / "params.yaml", name) == (benchmark, overrides), name
 
 
-# ---------------------------------------------------------------- the ablation (Table 3)
-def _ablation_params(tmp_path, repo_root, edit):
+def test_train_stage_builds_the_experiment_and_keeps_set(tmp_path, repo_root, monkeypatch):
+    """``--experiment`` picks the data folder and overrides; ``--set`` comes after them."""
+    from cashg.training import stage
+
+    seen = {}
+    monkeypatch.setattr(stage, "train_main", lambda data, out, params, overrides, resume, args:
+                        seen.update(data=data, overrides=overrides) or 0)
+    assert stage.main(["--experiment", "merged-no_gate", "--out", str(tmp_path), "--params",
+                       str(repo_root / "params.yaml"), "--set", "train.seed=3"]) == 0
+    assert str(seen["data"]) == "results/subsets/merged"
+    assert seen["overrides"] == [*SHORT, "model.bi_swt=true", "model.gated_fusion=false",
+                                 "train.seed=3"]
+    assert stage.main(["--experiment", "nope", "--out", str(tmp_path), "--params",
+                       str(repo_root / "params.yaml")]) == 2
+
+
+def _edited(tmp_path, repo_root, edit):
     import yaml
 
     data = yaml.safe_load((repo_root / "params.yaml").read_text())
-    edit(data["ablation"])
+    edit(data)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_ablation_is_scored_on_validation_with_every_cell_a_variant(repo_root):
+def test_ablation_is_scored_on_validation_with_every_cell_an_experiment(repo_root):
     """The demo and paper profiles score Table 3 on the validation split (paper Sec. 4.5) and
-    list the full model among the variants, so the four cells train under one schedule."""
+    list the full model among the cells, so the four cells train at one budget."""
     for profile in ("params.yaml", "params.paper.yaml"):
-        ablation = load_params(repo_root / profile)["ablation"]
-        assert ablation.split == "validation", profile
-        assert ablation.rows() == {"merged-full": (True, True), "merged-no_biswt": (False, True),
-                                   "merged-no_gate": (True, False),
-                                   "merged-neither": (False, False)}, profile
+        params = load_params(repo_root / profile)
+        experiments, ablation = params["experiments"], params["ablation"]
+        assert {experiments[c].split for c in ablation.cells} == {"validation"}, profile
+        assert len({experiments[c].budget for c in ablation.cells}) == 1, profile
+        assert ablation.rows(experiments, params["model"]) == {
+            "merged-full": (True, True), "merged-no_biswt": (False, True),
+            "merged-no_gate": (True, False), "merged-neither": (False, False)}, profile
 
 
-def test_ablation_split_defaults_to_validation(tmp_path, repo_root):
-    """A params file without ablation.split (the earlier shape) is scored on validation, and
-    is still checked (here: it defines the full cell)."""
-    path = _ablation_params(tmp_path, repo_root, lambda a: a.pop("split"))
-    assert load_params(path)["ablation"].split == "validation"
+def _cell(name: str, **model):
+    return {name: {"benchmark": "merged", "split": "validation", "budget": "short",
+                   "model": model}}
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda a: a.update(split="train"),
-     "ablation.split: 'train' is the split every cell trains on"),
-    (lambda a: a.update(split="val"), "ablation.split: 'val' is not one of"),
-    (lambda a: a["variants"].pop("merged-full"),  # the earlier shape: (on, on) = the benchmark
-     "ablation.variants: no variant has bi_swt: true and gated_fusion: true"),
-    (lambda a: a["variants"].update({"merged-full2": {"bi_swt": True, "gated_fusion": True}}),
-     "ablation.variants.merged-full2: same switches as merged-full"),
-    (lambda a: a["variants"].update({"again": {"bi_swt": False, "gated_fusion": False}}),
-     "ablation.variants.again: same switches as merged-neither"),
-    (lambda a: a["variants"].update({"deepwriting": {"bi_swt": False}}),
-     "ablation.variants.deepwriting: also a benchmark name"),
-    (lambda a: a.update(benchmark="dsd", protocol="dsd"),  # BRUSH writer ranges: no validation
-     "ablation.split: benchmark 'dsd' defines no validation split"),
+    (lambda d: d["experiments"]["merged-full"].update(split="train"),
+     "experiments.merged-full.split: 'train' is the split the model trains on"),
+    (lambda d: d["experiments"]["merged"].update(split="val"),
+     "experiments.merged.split: 'val' is not one of"),
+    (lambda d: d["experiments"]["merged"].update(benchmark="gone"),
+     "experiments.merged.benchmark: 'gone' is not under subsets.benchmarks"),
+    (lambda d: d["experiments"]["dsd"].update(split="validation"),  # BRUSH writer ranges
+     "experiments.dsd.split: benchmark 'dsd' defines no validation split"),
+    (lambda d: d["experiments"]["dsd"].update(budget="long"),
+     "experiments.dsd.budget: 'long' is not one of"),
+    (lambda d: d["experiments"]["dsd"].update(model={"bi_swtt": False}),
+     "experiments.dsd.model: 'bi_swtt' is not a model key"),
+    (lambda d: d["experiments"]["dsd"].update(model={"bi_swt": "no"}),
+     "experiments.dsd.model.bi_swt: expected true/false"),
+    (lambda d: d["experiments"].update({"dsd/2": {"benchmark": "dsd"}}),
+     "experiments.dsd/2: name 'dsd/2' may only use letters"),
+    (lambda d: d["experiments"].update({"x": {"split": "test"}}),
+     "experiments.x: missing required key 'benchmark'"),
+    (lambda d: d["ablation"]["cells"].remove("merged-full"),
+     "ablation.cells: no cell has bi_swt: true and gated_fusion: true"),
+    (lambda d: (d["experiments"].update(_cell("merged-full2", bi_swt=True)),
+                d["ablation"]["cells"].append("merged-full2")),
+     "ablation.cells: merged-full2 has the same switches as merged-full"),
+    (lambda d: (d["experiments"].update(_cell("again", bi_swt=False, gated_fusion=False)),
+                d["ablation"]["cells"].append("again")),
+     "ablation.cells: again has the same switches as merged-neither"),
+    (lambda d: d["ablation"]["cells"].append("gone"),
+     "ablation.cells: 'gone' is not under experiments"),
+    (lambda d: d["ablation"]["cells"].append("merged-full"),
+     "ablation.cells: a cell is listed twice"),
+    (lambda d: d["experiments"]["merged-no_gate"].update(split="test"),
+     "ablation.cells: the cells differ in experiments.<cell>.split"),
+    (lambda d: d["experiments"]["merged-no_gate"].update(benchmark="deepwriting"),
+     "ablation.cells: the cells differ in experiments.<cell>.benchmark"),
+    (lambda d: d["experiments"]["merged-full"].update(budget="full"),  # Table 3: one budget
+     "ablation.cells: the cells differ in experiments.<cell>.budget"),
+    (lambda d: d["ablation"].update(variants={}),  # the earlier shape
+     "ablation: key 'variants' moved to experiments"),
+    (lambda d: d["train_budget"].update(experiments=["dsd"]),  # the earlier shape
+     "train_budget: key 'experiments' moved to experiments.<name>.budget"),
 ])
-def test_ablation_errors_name_file_and_key(tmp_path, repo_root, edit, message):
-    path = _ablation_params(tmp_path, repo_root, edit)
+def test_experiment_errors_name_file_and_key(tmp_path, repo_root, edit, message):
+    path = _edited(tmp_path, repo_root, edit)
     with pytest.raises(ParamsError) as err:
         load_params(path)
     assert f"{path}: " in str(err.value) and message in str(err.value)
 
 
-def test_ablation_without_variants_needs_no_split(tmp_path, repo_root):
-    """variants: {} runs no ablation, so its split is not checked against the benchmark (the
-    single-dataset examples name a benchmark without a validation split)."""
-    path = _ablation_params(tmp_path, repo_root,
-                            lambda a: a.update(benchmark="dsd", protocol="dsd", variants={}))
-    assert load_params(path)["ablation"].rows() == {}
+def test_no_ablation_and_no_experiments(tmp_path, repo_root):
+    """cells: [] runs no ablation; a params file without experiments trains nothing (a
+    stage-sized file, e.g. for the parse stage alone, need not name any)."""
+    path = _edited(tmp_path, repo_root, lambda d: d["ablation"].update(cells=[]))
+    params = load_params(path)
+    assert params["ablation"].rows(params["experiments"], params["model"]) == {}
+    path = _edited(tmp_path, repo_root, lambda d: (d.pop("experiments"), d.pop("ablation")))
+    assert dict(load_params(path)["experiments"]) == {}
 
 
 # ---------------------------------------------------------------- one number of style references

@@ -350,12 +350,12 @@ def test_dag_has_recognizer_stages_for_the_listed_benchmarks_only(tmp_path, list
         assert f"results/subsets/{bench}" in stage.inputs
         assert {f"results/recognizer/{bench}/recognizer.pt",
                 f"results/recognizer/{bench}/summary.json"} <= stage.outputs
-    for name in ("evaluate__dsd", "evaluate__merged", "evaluate_ablation__merged_neither",
+    for name in ("evaluate__dsd", "evaluate__merged", "evaluate__merged_neither",
                  "report"):
         inputs = snake[name].inputs
         assert "results/recognizer/benchmarks.json" in inputs, name
         assert {f"results/recognizer/{b}/recognizer.pt" for b in listed} <= inputs, name
-    for name, bench in (("evaluate__dsd", "dsd"), ("evaluate_ablation__merged_neither",
+    for name, bench in (("evaluate__dsd", "dsd"), ("evaluate__merged_neither",
                                                    "merged")):
         argv = shlex.split(dvc[name].cmd)
         assert argv[argv.index("--recognizer") + 1] == f"results/recognizer/{bench}/recognizer.pt"

@@ -2,7 +2,19 @@
 
 import json
 
-from cashg.report import ABLATION, build_report, table3_markdown
+from cashg.report import build_report, table3_markdown
+
+# the default params' Table 2 experiments and Table 3 cells (each named after its benchmark
+# or the ablation's)
+TABLE2 = {"dsd": "dsd", "deepwriting": "deepwriting", "merged": "merged"}
+ABLATION = {"merged-full": (True, True), "merged-no_biswt": (False, True),
+            "merged-no_gate": (True, False), "merged-neither": (False, False)}
+
+
+def _report(results, out, *table2: str, ablation=ABLATION, **kwargs) -> str:
+    """build_report with test-split experiments named after their benchmarks."""
+    return build_report(results, out, {name: name for name in table2}, ablation,
+                        ablation_benchmark="merged" if ablation else None, **kwargs)
 
 
 def _metrics(value: float) -> dict:
@@ -22,7 +34,7 @@ def test_report_reads_stage_outputs(tmp_path):
     (results / "train" / "dsd" / "train_summary.json").write_text(json.dumps(
         {"iterations": 12, "device": "cpu", "seconds_this_session": 3.0,
          "final_metrics": {"train/total": -1.5}, "best_val_total": -2.0}))
-    text = build_report(results, tmp_path / "report")
+    text = _report(results, tmp_path / "report", *TABLE2)
     assert (tmp_path / "report" / "report.md").read_text() == text
     assert "| dsd | CASHG (this run) | 0.11 | 0.90 | -- | 0.50 | 0.25 | 10.00 | 0.01 |" in text
     assert "| dsd | GT, perturbed copy | 0.44 |" in text
@@ -46,9 +58,10 @@ def test_table3_layout():
 
 
 def test_report_follows_the_params(tmp_path, repo_root):
-    """Benchmarks and ablation come from params; outputs of other experiments are left out.
-    The Table 3 rows are the variants, placed by their switches (not by their order in params
-    or their names); the benchmark's own experiment is no Table 3 row."""
+    """Benchmarks, experiments and ablation cells come from params; outputs of other
+    experiments are left out. Table 2 holds the test-split experiments; the Table 3 rows are
+    ablation.cells, placed by their switches (their model overrides over the model section,
+    not their order in params or their names); the benchmark's own experiment is no row."""
     import yaml
 
     from cashg.report import experiments_from_params
@@ -56,21 +69,26 @@ def test_report_follows_the_params(tmp_path, repo_root):
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     benches = params["subsets"]["benchmarks"]
     params["subsets"]["benchmarks"] = {"en": benches["merged"], "dsd": benches["dsd"]}
-    params["ablation"]["benchmark"] = "en"
-    params["ablation"]["variants"] = {"b": {"bi_swt": False, "gated_fusion": False},
-                                      "a": {"bi_swt": True, "gated_fusion": True}}
+    params["model"]["gated_fusion"] = False  # b takes the model section's switch
+    params["experiments"] = {
+        "en": {"benchmark": "en", "split": "test"},
+        "dsd": {"benchmark": "dsd", "split": "test"},
+        "b": {"benchmark": "en", "split": "validation", "model": {"bi_swt": False}},
+        "a": {"benchmark": "en", "split": "validation",
+              "model": {"bi_swt": True, "gated_fusion": True}}}
+    params["ablation"]["cells"] = ["b", "a"]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
-    benchmarks, ablation, datasets, ablation_benchmark = experiments_from_params(path)
-    assert benchmarks == ("en", "dsd") and datasets == ("iam", "brush")
-    assert list(ablation.items()) == [("a", (True, True)), ("b", (False, False))]
-    assert ablation_benchmark == "en"
+    found = experiments_from_params(path)
+    assert found.table2 == {"en": "en", "dsd": "dsd"} and found.datasets == ("iam", "brush")
+    assert list(found.ablation.items()) == [("a", (True, True)), ("b", (False, False))]
+    assert found.ablation_benchmark == "en" and found.benchmarks == ("en", "dsd")
+    assert found.experiments == ("en", "dsd", "b", "a")
     results = tmp_path / "results"
     for exp, value in (("en", 0.11), ("a", 0.33), ("b", 0.22), ("stale", 0.99)):
         (results / "evaluate" / exp).mkdir(parents=True)
         (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(value)))
-    text = build_report(results, tmp_path / "report", benchmarks, ablation, datasets,
-                        ablation_benchmark)
+    text = build_report(results, tmp_path / "report", **found._asdict())
     assert "| en | CASHG (this run) | 0.11 |" in text
     table3 = _table_section(text, "layout of the paper's Table 3")
     assert "## Ablation on `en`" in text
@@ -79,6 +97,22 @@ def test_report_follows_the_params(tmp_path, repo_root):
     assert "0.11" not in table3  # the benchmark's own (test-split) experiment is no cell
     assert "0.99" not in text and "stale" not in text
     assert "results/evaluate/dsd/metrics.json" in text  # named in params, not run yet
+
+
+def test_report_names_a_second_test_experiment_of_a_benchmark(tmp_path):
+    """Two test-split experiments on one benchmark: both rows under it (the one not named
+    after the benchmark by its name), then the benchmark's perturbed-GT row once."""
+    results = tmp_path / "results"
+    for exp, value in (("dsd", 0.11), ("dsd-long", 0.22)):
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(value)))
+    (results / "evaluate_gt" / "dsd" / "perturbed").mkdir(parents=True)
+    (results / "evaluate_gt" / "dsd" / "perturbed" / "metrics.json").write_text(
+        json.dumps(_metrics(0.44)))
+    text = build_report(results, tmp_path / "report", {"dsd": "dsd", "dsd-long": "dsd"}, {})
+    rows = [line for line in text.splitlines() if line.startswith("| dsd | ")]
+    assert [r.split(" | ")[1] for r in rows[:3]] == ["CASHG (this run)", "CASHG (dsd-long)",
+                                                     "GT, perturbed copy"]
 
 
 def _scored(results, exp: str, split: str, n_scored: int, n_gt: int, bench: str = "merged"):
@@ -102,7 +136,7 @@ def test_report_states_the_split_table3_was_scored_on(tmp_path):
     for exp in ABLATION:
         _scored(results, exp, "validation", 240, 240)
     _scored(results, "merged", "test", 909, 909)  # the benchmark's own experiment (Table 2)
-    text = build_report(results, tmp_path / "report", ("merged",))
+    text = _report(results, tmp_path / "report", "merged")
     table3 = _table_section(text, "layout of the paper's Table 3")
     assert ("Every row is scored on the **validation** split of `merged`: 240 sentences"
             in table3)
@@ -110,24 +144,24 @@ def test_report_states_the_split_table3_was_scored_on(tmp_path):
     assert "909" not in table3
     for exp in ("merged", "merged-full"):
         (results / "generate" / exp / "lines.png").write_bytes(b"png")
-    text = build_report(results, tmp_path / "report", ("merged",))
+    text = _report(results, tmp_path / "report", "merged")
     assert "### merged: generated test-writer lines" in text
     assert "### merged-full: generated validation-writer lines" in text
     _scored(results, "merged-neither", "test", 905, 909)  # a stale row on another split
-    table3 = _table_section(build_report(results, tmp_path / "report", ("merged",)),
+    table3 = _table_section(_report(results, tmp_path / "report", "merged"),
                             "layout of the paper's Table 3")
     assert "- `merged-full`: the **validation** split of `merged`: 240 sentences" in table3
     assert ("- `merged-neither`: the **test** split of `merged`: 905 sentences of its 909"
             in table3)
     (results / "evaluate" / "merged-no_gate" / "details.json").unlink()
     (results / "generate" / "merged-no_gate" / "summary.json").unlink()
-    table3 = _table_section(build_report(results, tmp_path / "report", ("merged",)),
+    table3 = _table_section(_report(results, tmp_path / "report", "merged"),
                             "layout of the paper's Table 3")
     assert "- `merged-no_gate`: not recorded" in table3
 
 
 def test_report_without_ablation(tmp_path):
-    text = build_report(tmp_path / "results", tmp_path / "report", ("dsd",), {})
+    text = _report(tmp_path / "results", tmp_path / "report", "dsd", ablation={})
     table3 = _table_section(text, "layout of the paper's Table 3")
     assert "No ablation in params" in table3 and "| Bi-SWT |" not in table3
 
@@ -147,8 +181,8 @@ def test_report_shows_legibility(tmp_path):
     (results / "recognizer" / "dsd" / "summary.json").write_text(json.dumps(
         {"CER_val": 0.0288, "CER_gt": 0.0231, "CER_chance": 0.906, "WER_val": 0.149,
          "WER_gt": 0.125, "WER_chance": 1.135, "iterations": 1200, "train_seconds": 271.1}))
-    text = build_report(results, tmp_path / "report", ("dsd", "deepwriting"), {},
-                        recognizers=("dsd",))
+    text = _report(results, tmp_path / "report", "dsd", "deepwriting", ablation={},
+                   recognizers=("dsd",))
     header = next(line for line in text.splitlines() if line.startswith("| Benchmark"))
     assert header.endswith("| CER (rec. ↓) | WER (rec. ↓) | CER GT (rec. ↓) | WER GT (rec. ↓) |")
     assert "| 0.25 | 10.00 | 0.01 | 0.46 | 0.90 | 0.02 | 0.12 |" in text  # dsd
@@ -184,7 +218,7 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
     _generated(results, "merged-no_biswt", greedy=True)
     _generated(results, "merged-no_gate", temperature=0.8, bias=1.0)
     # merged-neither: no summary.json (an older generate stage)
-    text = build_report(results, tmp_path / "report", ("dsd", "merged"))
+    text = _report(results, tmp_path / "report", "dsd", "merged")
     table2 = _table_section(text, "layout of the paper's Table 2")
     assert ("Generated with greedy decoding (the authors' decoding): every generated row"
             in table2)
@@ -198,7 +232,7 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
     # the decoding comes from the generate stage's record, not from params
     _generated(results, "dsd", greedy=False, temperature=1.0, bias=1.0)
     _generated(results, "merged", greedy=False, temperature=1.0, bias=1.0)
-    text = build_report(results, tmp_path / "report", ("dsd", "merged"), {})
+    text = _report(results, tmp_path / "report", "dsd", "merged", ablation={})
     assert ("Generated with stochastic sampling, temperature 1.0, bias 1.0: every generated row"
             in _table_section(text, "layout of the paper's Table 2"))
 

@@ -34,5 +34,5 @@ def test_profile_dry_run_plans_gpu_training():
     jobs = re.findall(r"^rule (\S+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, re.M)
     resources = dict(jobs)
     assert "gres=gpu:1" in resources["train__dsd"]
-    assert "slurm_partition=gpu" in resources["train_ablation__merged_neither"]
+    assert "slurm_partition=gpu" in resources["train__merged_neither"]
     assert "gres" not in resources["parse__iam"]

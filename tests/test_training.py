@@ -369,7 +369,9 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
     params = write_params(tmp_path / "params.yaml",
                           dataclasses.replace(TINY_TRAIN, total_iters=4, log_interval=1))
     out = tmp_path / "train"
-    r = run_module(["cashg.training.stage", "--benchmark", "toy", "--data", str(subsets),
+    # the params' dsd experiment: budget full, no model overrides (the train section as
+    # written above), trained on --data
+    r = run_module(["cashg.training.stage", "--experiment", "dsd", "--data", str(subsets),
                     "--out", str(out), "--params", str(params), "--device", "cpu",
                     "--threads", "1", "--set", "model.gated_fusion=false", "--no-progress"])
     assert r.returncode == 0, r.stderr
@@ -477,7 +479,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(subsets, tmp_path):
     out = tmp_path / "train"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cashg.training.stage", "--benchmark", "toy", "--data",
+        [sys.executable, "-m", "cashg.training.stage", "--experiment", "dsd", "--data",
          str(subsets), "--out", str(out), "--params", str(params), "--device", "cpu",
          "--threads", "1", "--no-progress"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     metrics = out / "dvclive" / "metrics.json"

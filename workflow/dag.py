@@ -156,7 +156,7 @@ def scheduling_priority(stage: StageSpec, short_schedule: set[str]) -> int:
     small machine the main benchmark's training is the run's critical path; started late it
     would end the run alone on one core."""
     kind, _, experiment = stage.name.partition("@")
-    if kind in ("train", "train_ablation") and experiment not in short_schedule:
+    if kind == "train" and experiment not in short_schedule:
         return 20
     return 10 if kind == "recognizer" else 0
 

@@ -12,7 +12,7 @@ from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 # before DVC's parser meets the unknown names (every stage checks it again when it runs).
 _PARAMS = load_params(Path(workflow.basedir) / "params.yaml")
 DVC_STAGES = load_stages(workflow.basedir)
-_SHORT = _PARAMS["train_budget"].listed(_PARAMS["ablation"])
+_SHORT = {name for name, exp in _PARAMS["experiments"].items() if exp.budget == "short"}
 
 
 def _outputs(stage):

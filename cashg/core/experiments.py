@@ -1,14 +1,17 @@
-"""The ``ablation`` params section and the checks that span several sections.
+"""The ``experiments``, ``ablation`` and ``train_budget`` params sections, and the checks that
+span several sections.
 
-The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`cashg.core.benchmarks`):
-every benchmark gets one ``train`` / ``generate`` / ``evaluate`` experiment of its own name,
-generated and scored on its test split. The paper's 2 x 2 ablation (Bi-SWT on/off x gated
-context fusion on/off, Table 3) runs on one of them, named by ``ablation.benchmark``: every
-entry of ``ablation.variants`` is one Table 3 cell, the full model (both switches on)
-included, and adds one experiment, ``train_ablation@<variant>``, ``generate_ablation@`` and
-``evaluate_ablation@``, all four trained by the one stage family under the same schedule and
-generated and scored on the benchmark's ``ablation.split`` (default ``validation``: "the same
-validation subset", paper Sec. 4.5). The benchmark's own experiment is not a Table 3 cell.
+The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`cashg.core.benchmarks`). An
+experiment is one trained model (``experiments.<name>``): trained on a benchmark's subsets
+under the full ``train`` schedule or the short ``train_budget.schedule``, with optional
+``model`` overrides, then generated and scored on one held-out split of that benchmark. Every
+experiment gets one ``train@<name>``, ``generate@<name>`` and ``evaluate@<name>`` stage
+(``dvc.yaml`` iterates over this section) and the folders ``results/{train,generate,
+evaluate}/<name>``. Experiments are data: the benchmarks' own test-split runs (Table 2) and
+the cells of the paper's 2 x 2 ablation (Bi-SWT on/off x gated context fusion on/off,
+Table 3) are all entries of the one section; ``ablation.cells`` names which experiments are
+Table 3's rows (they share one benchmark and held-out split, "the same validation subset",
+paper Sec. 4.5).
 """
 
 from __future__ import annotations
@@ -17,56 +20,82 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from cashg.core.benchmarks import BenchmarkError, check_benchmarks, check_name
-from cashg.core.config.data import ProtocolName
+from cashg.core.config.model import ModelConfig
+from cashg.core.typed import ParamsError, build
+
+SWITCHES = ("bi_swt", "gated_fusion")  # the two model switches of the paper's Table 3
+# The order of the paper's Table 3 rows: (Bi-SWT, gated fusion)
+TABLE3_ORDER = ((True, True), (False, True), (True, False), (False, False))
+HELD_OUT_SPLITS = ("validation", "test")  # what an experiment's split may name
+
+
+def _no_overrides() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+def _yaml_value(value: Any) -> str:
+    """A scalar as YAML writes it (``true`` / ``false`` in lower case, as DVC interpolated the
+    ablation switches into ``--set model.KEY=VALUE`` before experiments were data)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 @dataclass(frozen=True)
-class AblationVariant:
-    """One ablation cell: the two model switches it sets (``--set model.<switch>=...``)."""
+class ExperimentConfig:
+    """One trained model: ``experiments.<name>`` of params.yaml.
 
-    bi_swt: bool = True
-    gated_fusion: bool = True
+    ``benchmark``: the ``subsets.benchmarks`` entry it trains on (``results/subsets/<b>``);
+    ``split``: the held-out split it is generated and scored on (``test``, Table 2, or
+    ``validation``, the paper's Table 3; never ``train``); ``budget``: ``full`` trains on the
+    ``train`` section as is, ``short`` on ``train_budget.schedule`` over it; ``model``:
+    ``{ModelConfig field: value}`` set over the ``model`` section (e.g. an ablation cell's
+    ``bi_swt: false``). Checked by :func:`check_experiments`.
+    """
 
+    benchmark: str
+    split: Literal["train", "validation", "test"] = "test"  # train is refused
+    budget: Literal["full", "short"] = "full"
+    model: Mapping[str, Any] = field(default_factory=_no_overrides)
 
-# The order of the paper's Table 3 rows: (Bi-SWT, gated fusion)
-TABLE3_ORDER = ((True, True), (False, True), (True, False), (False, False))
+    def model_overrides(self) -> list[str]:
+        """``model.KEY=VALUE`` overrides (``--set`` syntax) in the order params.yaml lists them."""
+        return [f"model.{key}={_yaml_value(value)}" for key, value in self.model.items()]
 
-
-def _paper_variants() -> Mapping[str, AblationVariant]:
-    return MappingProxyType({
-        "merged-full": AblationVariant(bi_swt=True, gated_fusion=True),
-        "merged-no_biswt": AblationVariant(bi_swt=False, gated_fusion=True),
-        "merged-no_gate": AblationVariant(bi_swt=True, gated_fusion=False),
-        "merged-neither": AblationVariant(bi_swt=False, gated_fusion=False),
-    })
+    def switches(self, model: ModelConfig) -> tuple[bool, bool]:
+        """``(bi_swt, gated_fusion)`` of this experiment's model: its overrides over
+        ``model`` (the params file's model section)."""
+        return tuple(bool(self.model.get(s, getattr(model, s))) for s in SWITCHES)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
 class AblationConfig:
-    """The 2 x 2 ablation (paper Table 3) on benchmark ``benchmark`` (default the merged set).
+    """The 2 x 2 ablation (paper Table 3): ``cells``, the experiments that are its rows.
 
-    ``protocol`` repeats that benchmark's protocol (``dvc.yaml`` passes it to ``cashg
-    evaluate``; DVC cannot look it up through ``benchmark``), and must equal it. ``split`` is
-    the benchmark's subsets split the cells are generated and scored on
-    (``results/subsets/<benchmark>/<split>/gt.h5``): ``validation`` (the paper) or ``test``.
-    ``variants`` holds every Table 3 cell, the full model (both switches on) included: exactly
-    one variant has both switches on and no two share their switches. Variant names are
-    experiment names (``results/train/<variant>``): they must differ from benchmark names.
-    ``variants: {}`` runs no ablation. Checked by :func:`check_params`.
+    Every cell is an experiment (``experiments.<cell>``); they share one benchmark and one
+    held-out split (validation in the paper: "the same validation subset", Sec. 4.5) and
+    differ by their model switches (``bi_swt``, ``gated_fusion``, over the ``model``
+    section): exactly one cell is the full model (both on) and no two cells are alike.
+    ``cells: []`` = no ablation. Checked by :func:`check_ablation`.
     """
 
-    benchmark: str = "merged"
-    protocol: ProtocolName = "merged"
-    split: Literal["train", "validation", "test"] = "validation"  # train is refused
-    variants: Mapping[str, AblationVariant] = field(default_factory=_paper_variants)
+    cells: tuple[str, ...] = ()
+    moved_keys: ClassVar[dict[str, str]] = {
+        "benchmark": "experiments.<cell>.benchmark",
+        "protocol": "subsets.benchmarks.<benchmark>.protocol",
+        "split": "experiments.<cell>.split",
+        "variants": "experiments (one entry per cell, with model: {bi_swt: ..., gated_fusion:"
+                    " ...}) and ablation.cells",
+    }
 
-    def rows(self) -> dict[str, tuple[bool, bool]]:
-        """``{variant: (bi_swt, gated_fusion)}`` in the order of the paper's Table 3 rows
+    def rows(self, experiments: Mapping[str, ExperimentConfig],
+             model: ModelConfig) -> dict[str, tuple[bool, bool]]:
+        """``{cell: (bi_swt, gated_fusion)}`` in the order of the paper's Table 3 rows
         (on/on, off/on, on/off, off/off)."""
-        cells = {name: (v.bi_swt, v.gated_fusion) for name, v in self.variants.items()}
+        cells = {name: experiments[name].switches(model) for name in self.cells}
         return dict(sorted(cells.items(), key=lambda kv: TABLE3_ORDER.index(kv[1])))
 
 
@@ -92,124 +121,140 @@ class TrainSchedule:
 
 @dataclass(frozen=True)
 class TrainBudgetConfig:
-    """Which experiments train on a shorter schedule than the ``train`` section's.
+    """The short schedule: what an experiment with ``budget: short`` changes in ``train``.
 
-    Where CPU time is scarce (the demo) the main benchmark gets the ``train`` schedule and the
-    others ``schedule``: their job is to run every stage and show the direction of Table 3,
-    the main benchmark's is to write legibly. ``ablation`` in ``experiments`` stands for the
-    ablation's benchmark and all its variants (the four Table 3 cells, the full one included);
-    the variants must share one schedule (Table 3 compares them at the same budget). Empty =
-    every experiment trains on the ``train`` section (the paper profile).
+    Where CPU time is scarce (the demo) the main benchmark trains on the ``train`` schedule
+    and the others on ``schedule``: their job is to run every stage and show the direction of
+    Table 3, the main benchmark's is to write legibly. The ablation cells share one budget
+    (Table 3 compares them at the same one; :func:`check_ablation`).
     """
 
-    experiments: tuple[str, ...] = ()  # experiment names; ABLATION = benchmark + every cell
     schedule: TrainSchedule = TrainSchedule()
+    moved_keys: ClassVar[dict[str, str]] = {"experiments": "experiments.<name>.budget (short)"}
 
-    def listed(self, ablation: AblationConfig) -> set[str]:
-        """The experiments on the short schedule (``ablation`` expanded to its cells)."""
-        names = set(self.experiments)
-        if ABLATION in names:
-            names |= {ablation.benchmark, *ablation.variants}
-        return names
-
-    def for_experiment(self, name: str, ablation: AblationConfig) -> dict[str, int]:
-        """The ``train`` keys experiment ``name`` overrides (empty for the main schedule)."""
-        return self.schedule.changes() if name in self.listed(ablation) else {}
+    def overrides(self, experiment: ExperimentConfig) -> list[str]:
+        """``train.KEY=VALUE`` overrides of ``experiment``'s budget (in schedule order; none for
+        ``budget: full``)."""
+        if experiment.budget != "short":
+            return []
+        return [f"train.{k}={v}" for k, v in self.schedule.changes().items()]
 
 
-ABLATION = "ablation"  # in train_budget.experiments: the ablation's benchmark and variants
-HELD_OUT_SPLITS = ("validation", "test")  # what ablation.split may name
-
-
-EXPERIMENT_SECTIONS: dict[str, type | object] = {"ablation": AblationConfig,
+EXPERIMENT_SECTIONS: dict[str, type | object] = {"experiments": Mapping[str, ExperimentConfig],
+                                               "ablation": AblationConfig,
                                                "train_budget": TrainBudgetConfig}
 
 
 def experiment_names(params: Mapping[str, Any]) -> list[str]:
-    """Every trained model: the benchmarks, then the ablation variants."""
-    return [*params["subsets"].benchmarks, *params["ablation"].variants]
+    """Every trained model, in params order."""
+    return list(params["experiments"])
+
+
+def experiment_overrides(params: Mapping[str, Any], name: str) -> list[str]:
+    """The ``--set`` overrides that make experiment ``name`` of the ``train`` and ``model``
+    sections: its budget's ``train.KEY=VALUE`` first, then its ``model.KEY=VALUE``."""
+    experiment = params["experiments"][name]
+    return [*params["train_budget"].overrides(experiment), *experiment.model_overrides()]
 
 
 def check_params(params: Mapping[str, Any], where: str,
-                 given: frozenset[str] | set[str] = frozenset({"subsets", "ablation",
-                                                               "recognizer"})) -> None:
+                 given: frozenset[str] | set[str] = frozenset({"subsets", "experiments",
+                                                               "ablation", "recognizer"})) -> None:
     """Cross-section checks of a loaded params file (``where`` = its name).
 
     Benchmarks against datasets (:func:`cashg.core.benchmarks.check_benchmarks`), then the
-    ablation and the recognizer's benchmarks against the benchmarks; each only when its
-    section is ``given`` in the file (a section left out takes the paper defaults, which name
-    the paper's dataset keys: a stage-sized params file, e.g. for the parse stage alone, need
-    not define benchmarks). Raises :class:`~cashg.core.benchmarks.BenchmarkError`.
+    experiments, the ablation cells and the recognizer's benchmarks against the benchmarks;
+    each only when its section is ``given`` in the file (a section left out takes its
+    defaults: a stage-sized params file, e.g. for the parse stage alone, need not define
+    benchmarks). Raises :class:`~cashg.core.benchmarks.BenchmarkError`.
     """
-    subsets, ablation = params["subsets"], params["ablation"]
+    subsets = params["subsets"]
     if "subsets" in given:
         check_benchmarks(subsets, params["datasets"], where)
     if "recognizer" in given:
         check_recognizer_benchmarks(params["recognizer"].benchmarks, subsets.benchmarks, where)
-    if "ablation" not in given:
-        return
-    check_ablation(ablation, subsets.benchmarks, where)
-    if "train_budget" in given:
-        _check_budget(params, where)
+    if "experiments" in given:
+        check_experiments(params["experiments"], subsets.benchmarks, params["model"], where)
+    if "ablation" in given:
+        check_ablation(params["ablation"], params["experiments"], params["model"], where)
 
 
-def check_ablation(ablation: AblationConfig, benchmarks: Mapping[str, Any], where: str) -> None:
-    """The ``ablation`` section against ``subsets.benchmarks`` (``where``: the params file)."""
-    at = f"{where}: ablation"
-    if ablation.benchmark not in benchmarks:
-        raise BenchmarkError(f"{at}.benchmark: {ablation.benchmark!r} is not under"
-                             f" subsets.benchmarks (have: {', '.join(benchmarks)})")
-    bench = benchmarks[ablation.benchmark]
-    if ablation.protocol != bench.protocol:
-        raise BenchmarkError(f"{at}.protocol: {ablation.protocol!r} but benchmark"
-                             f" {ablation.benchmark!r} uses protocol {bench.protocol!r}")
-    if ablation.split not in HELD_OUT_SPLITS:
-        raise BenchmarkError(f"{at}.split: {ablation.split!r} is the split every cell trains"
-                             " on; Table 3 is scored on held-out sentences: 'validation' (the"
-                             " paper, Sec. 4.5) or 'test'")
-    for name in ablation.variants:
-        check_name(name, f"{at}.variants.{name}")
-        if name in benchmarks:
-            raise BenchmarkError(f"{at}.variants.{name}: also a benchmark name (both would"
-                                 f" write results/train/{name})")
-    if not ablation.variants:
+def check_experiments(experiments: Mapping[str, ExperimentConfig],
+                      benchmarks: Mapping[str, Any], model: ModelConfig, where: str) -> None:
+    """The ``experiments`` section against ``subsets.benchmarks`` and ``model``."""
+    for name, exp in experiments.items():
+        at = f"{where}: experiments.{name}"
+        check_name(name, at)
+        if exp.benchmark not in benchmarks:
+            raise BenchmarkError(f"{at}.benchmark: {exp.benchmark!r} is not under"
+                                 f" subsets.benchmarks (have: {', '.join(benchmarks) or 'none'})")
+        if exp.split not in HELD_OUT_SPLITS:
+            raise BenchmarkError(f"{at}.split: {exp.split!r} is the split the model trains on;"
+                                 " it is generated and scored on held-out sentences: 'test'"
+                                 " (Table 2) or 'validation' (the paper's Table 3, Sec. 4.5)")
+        bench = benchmarks[exp.benchmark]
+        if exp.split != "test" and not any(src.defines_split(exp.split)
+                                           for src in bench.sources.values()):
+            rules = ", ".join(f"{key}: rule {src.rule}" for key, src in bench.sources.items())
+            raise BenchmarkError(
+                f"{at}.split: benchmark {exp.benchmark!r} defines no {exp.split} split"
+                f" (subsets.benchmarks.{exp.benchmark}.sources: {rules}); give a source"
+                f" {exp.split}_writers / {exp.split}_lists / {exp.split}_files, or score the"
+                " experiment on a split it has")
+        _check_model_overrides(exp, model, at)
+
+
+def _check_model_overrides(exp: ExperimentConfig, model: ModelConfig, at: str) -> None:
+    """``experiments.<name>.model`` names ModelConfig fields, with values of their types."""
+    known = [f.name for f in dataclasses.fields(ModelConfig) if f.init]
+    for key in exp.model:
+        if key not in known:
+            raise BenchmarkError(f"{at}.model: {key!r} is not a model key (known keys:"
+                                 f" {', '.join(sorted(known))})")
+    try:
+        build(ModelConfig, {**{k: getattr(model, k) for k in known}, **exp.model}, f"{at}.model")
+    except ParamsError as exc:
+        raise BenchmarkError(str(exc)) from None
+
+
+def check_ablation(ablation: AblationConfig, experiments: Mapping[str, ExperimentConfig],
+                   model: ModelConfig, where: str) -> None:
+    """``ablation.cells`` against ``experiments`` (``where``: the params file): experiments on
+    one benchmark and split, at one budget, one per Table 3 cell, the full model included."""
+    at = f"{where}: ablation.cells"
+    if len(set(ablation.cells)) != len(ablation.cells):
+        raise BenchmarkError(f"{at}: a cell is listed twice ({', '.join(ablation.cells)})")
+    for name in ablation.cells:
+        if name not in experiments:
+            raise BenchmarkError(f"{at}: {name!r} is not under experiments (have:"
+                                 f" {', '.join(experiments) or 'none'}); every Table 3 cell is"
+                                 " an experiment")
+    if not ablation.cells:
         return  # no ablation
+    first = experiments[ablation.cells[0]]
+    for key in ("benchmark", "split", "budget"):
+        values = {name: getattr(experiments[name], key) for name in ablation.cells}
+        if len(set(values.values())) > 1:
+            listed = ", ".join(f"{n}: {v}" for n, v in values.items())
+            raise BenchmarkError(f"{at}: the cells differ in experiments.<cell>.{key} ({listed});"
+                                 " Table 3 compares them on one benchmark and split, at one"
+                                 " budget")
     seen: dict[tuple[bool, bool], str] = {}
-    for name, v in ablation.variants.items():
-        cell = (v.bi_swt, v.gated_fusion)
+    for name in ablation.cells:
+        cell = experiments[name].switches(model)
         if cell in seen:
             raise BenchmarkError(
-                f"{at}.variants.{name}: same switches as {seen[cell]} (bi_swt:"
-                f" {str(v.bi_swt).lower()}, gated_fusion: {str(v.gated_fusion).lower()}); each"
-                " Table 3 cell (Bi-SWT on/off x fusion on/off) is one variant")
+                f"{at}: {name} has the same switches as {seen[cell]} (bi_swt:"
+                f" {str(cell[0]).lower()}, gated_fusion: {str(cell[1]).lower()}, over the model"
+                " section); each Table 3 cell (Bi-SWT on/off x fusion on/off) is one experiment")
         seen[cell] = name
     if (True, True) not in seen:
         raise BenchmarkError(
-            f"{at}.variants: no variant has bi_swt: true and gated_fusion: true. The full"
-            " model is a Table 3 cell like the others, trained by train_ablation under the same"
-            f" schedule and scored on ablation.split (the benchmark's own experiment"
-            f" {ablation.benchmark!r} is not): add e.g. {ablation.benchmark}-full:"
-            " {bi_swt: true, gated_fusion: true}")
-    if not any(src.defines_split(ablation.split) for src in bench.sources.values()):
-        rules = ", ".join(f"{key}: rule {src.rule}" for key, src in bench.sources.items())
-        raise BenchmarkError(
-            f"{at}.split: benchmark {ablation.benchmark!r} defines no {ablation.split} split"
-            f" (subsets.benchmarks.{ablation.benchmark}.sources: {rules}); give a source"
-            f" {ablation.split}_writers / {ablation.split}_lists / {ablation.split}_files, or"
-            " set ablation.split to a split it has")
-
-
-def _check_budget(params: Mapping[str, Any], where: str) -> None:
-    """The ablation cells (the variants) share one schedule (list ``ablation`` for all of
-    them). Names that are no experiment are allowed: after a dataset swap they simply do not
-    apply."""
-    budget, ablation = params["train_budget"], params["ablation"]
-    cells = list(ablation.variants)
-    short = [c for c in cells if c in budget.listed(ablation)]
-    if short and len(short) != len(cells):
-        raise BenchmarkError(f"{where}: train_budget.experiments: the ablation cells "
-                             f"{', '.join(cells)} must all be listed or none (Table 3 compares "
-                             f"them at one budget); listed: {', '.join(short)}")
+            f"{at}: no cell has bi_swt: true and gated_fusion: true. The full model is a"
+            " Table 3 cell like the others, trained at the same budget and scored on the same"
+            f" split: add e.g. experiments.{first.benchmark}-full: {{benchmark:"
+            f" {first.benchmark}, split: {first.split}, budget: {first.budget}, model: {{bi_swt:"
+            " true, gated_fusion: true}} and list it in ablation.cells")
 
 
 def check_recognizer_benchmarks(names: tuple[str, ...], benchmarks: Mapping[str, Any],

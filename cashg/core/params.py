@@ -28,7 +28,7 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """Validate the whole params file and return ``{section name: typed config}``.
 
     Every section is checked, so a misspelt top-level section fails for every stage; so are
-    the links between sections (a benchmark's datasets and protocol, the ablation's benchmark:
+    the links between sections (a benchmark's datasets and protocol, the experiments' benchmarks, the ablation's cells:
     :func:`cashg.core.experiments.check_params`).
     """
     data = read_yaml(path)
@@ -39,7 +39,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
             f"{path}: unknown section {', '.join(repr(u) for u in unknown)}"
             f" (known sections: {', '.join(sorted(sections))})"
         )
-    params = {name: build(cls, data.get(name), f"{path}: {name}")
+    # a section left out (or empty) takes its defaults; the experiments map: none
+    params = {name: build(cls, {} if data.get(name) is None else data[name], f"{path}: {name}")
               for name, cls in sections.items()}
     check_params(params, str(path), set(data))  # raises ParamsError (BenchmarkError)
     return params

@@ -1,7 +1,10 @@
 """``cashg evaluate --gt GT.h5 --pred PRED.h5 --protocol NAME --out DIR``.
 
-Defaults come from the ``evaluate`` section of ``--params`` (params.yaml) when that file
-exists, else from :class:`cashg.core.config.model.EvaluateConfig`; command-line options override them.
+Defaults come from the ``evaluate`` section of ``--params`` when one is given, else from
+:class:`cashg.core.config.model.EvaluateConfig`; command-line options override them. Without
+``--params`` no params file is read (a params file in the working folder is not looked at).
+``--benchmark NAME`` (with ``--params``) takes the protocol of ``subsets.benchmarks.NAME``
+when ``--protocol`` is not given (the pipeline's evaluate stage: one stage per experiment).
 
 ``--exclusions FILE``: the record of the sentences a protocol excludes (``deepwriting``),
 decided once from the ground truth by the ``evaluate_gt`` stage
@@ -10,10 +13,13 @@ decided once from the ground truth by the ``evaluate_gt`` stage
 status 2), the others exclude nothing. A record made from another ground truth (another
 benchmark or split) or threshold is refused under every protocol.
 ``--exclusions-from-gt`` instead decides the record from ``--gt`` itself (the same rule and
-``evaluate.seg_error_threshold``), writes it to ``OUT/exclusions.json`` and applies it: the
-ablation's evaluations use it for ``ablation.split`` (validation), which ``evaluate_gt`` does
-not cover. The record depends on the ground truth alone, so every method scored on that
-split loses the same sentences.
+``evaluate.seg_error_threshold``), writes it to ``OUT/exclusions.json`` and applies it: for a
+split ``evaluate_gt`` does not cover (validation). The record depends on the ground truth
+alone, so every method scored on that split loses the same sentences.
+``--test-exclusions FILE`` chooses between the two by the split ``--gt`` records: the test
+split's record ``FILE`` (``evaluate_gt``'s) for the test split, copied to
+``OUT/exclusions.json``, else the record decided from ``--gt`` (as ``--exclusions-from-gt``):
+the evaluate stage, whatever its experiment's split, always writes the record it applied.
 
 ``details.json`` records the ground truth's ``benchmark`` and ``split`` (``gt_benchmark``,
 ``gt_split``: root attributes the subsets stage writes) next to its path and the counts.
@@ -21,19 +27,22 @@ split loses the same sentences.
 ``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
 lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
 pipeline passes ``--recognizer-if-listed BENCHMARK`` too: the recognizer is then used only when
-``recognizer.benchmarks`` of ``--params`` lists that benchmark (the DAG cannot make a stage's
-inputs depend on a list), and must exist when it does.
+``recognizer.benchmarks`` of ``--params`` (required then) lists that benchmark (the DAG cannot
+make a stage's inputs depend on a list), and must exist when it does.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cashg.core.config.model import EvaluateConfig
 from cashg.core.ink import InkFormatError, split_of
-from cashg.core.params import ParamsError, load_section
+from cashg.core.params import ParamsError, load_params, load_section
 from cashg.evaluation.evaluate import (
     EmptyGroundTruthError,
     EvaluationOptions,
@@ -77,7 +86,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="decide the exclusion record from --gt itself, write it to"
                               " OUT/exclusions.json and apply it (a split evaluate_gt does not"
                               " cover, e.g. the ablation's validation split)")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    records.add_argument("--test-exclusions", type=Path, default=None,
+                         help="the test split's record (evaluate_gt): applied when --gt is the"
+                              " test split, else the record is decided from --gt; either way"
+                              " written to OUT/exclusions.json")
+    parser.add_argument("--params", type=Path, default=None,
+                        help="params file (evaluate section, recognizer.benchmarks, the"
+                             " --benchmark's protocol); none is read without it")
+    parser.add_argument("--benchmark", default=None,
+                        help="benchmark of --params whose protocol to use (no --protocol)")
     parser.add_argument("--method", default=None, help="method name for table.md")
     parser.add_argument("--recognizer", type=Path, default=None,
                         help="recognizer.pt: also report CER / WER (results/recognizer/<b>/)")
@@ -101,16 +118,56 @@ def recognizer_file(args: argparse.Namespace) -> Path | None:
     benchmark that ``recognizer.benchmarks`` of ``--params`` does not list."""
     if args.recognizer_if_listed is None or args.recognizer is None:
         return args.recognizer
-    if not args.params.is_file():
-        raise ParamsError(f"{args.params}: params file not found (--recognizer-if-listed reads"
-                          " recognizer.benchmarks from it)")
-    listed = load_section("recognizer", args.params).benchmarks
+    if args.params is None:
+        raise ParamsError("--recognizer-if-listed reads recognizer.benchmarks from --params:"
+                          " give --params")
+    listed = load_params(args.params)["recognizer"].benchmarks
     return args.recognizer if args.recognizer_if_listed in listed else None
+
+
+def benchmark_protocol(args: argparse.Namespace) -> str | None:
+    """The protocol to score under: ``--protocol``, else that of ``--benchmark`` in
+    ``--params`` (``subsets.benchmarks.<benchmark>.protocol``), else ``None`` (the evaluate
+    section's)."""
+    if args.protocol is not None or args.benchmark is None:
+        return args.protocol
+    if args.params is None:
+        raise ParamsError("--benchmark reads the benchmark's protocol from --params: give"
+                          " --params (or --protocol)")
+    benchmarks = load_params(args.params)["subsets"].benchmarks
+    if args.benchmark not in benchmarks:
+        raise ParamsError(f"{args.params}: subsets.benchmarks: no benchmark {args.benchmark!r}"
+                          f" (have: {', '.join(benchmarks) or 'none'})")
+    return benchmarks[args.benchmark].protocol
+
+
+def exclusion_record_for(args: argparse.Namespace, gt, origin: Mapping[str, Any],
+                         threshold: int):  # noqa: ANN001, ANN201 - ink file, ExclusionRecord
+    """The exclusion record to apply (or ``None``), by ``--exclusions``,
+    ``--exclusions-from-gt`` or ``--test-exclusions``; the last two write it to
+    ``OUT/exclusions.json``."""
+    from_gt = args.exclusions_from_gt or (args.test_exclusions is not None
+                                          and origin["split"] != "test")
+    if from_gt:
+        path = write_exclusions(args.out / "exclusions.json",
+                                exclusion_record(gt, threshold, args.gt))
+        record = read_exclusions(path)  # as the evaluate_gt stage does
+        print(f"cashg evaluate: {len(record.excluded)} of {len(gt)} ground-truth sentences"
+              f" have segmentation errors in >= {record.threshold} characters -> {path}")
+        return record
+    if args.test_exclusions is not None:
+        record = read_exclusions(args.test_exclusions)
+        args.out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(args.test_exclusions, args.out / "exclusions.json")
+        return record
+    return read_exclusions(args.exclusions) if args.exclusions is not None else None
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = load_section("evaluate", args.params) if args.params.is_file() else EvaluateConfig()
+        cfg = load_section("evaluate", args.params) if args.params is not None \
+            else EvaluateConfig()
+        protocol = benchmark_protocol(args)
         rec_path = recognizer_file(args)
     except ParamsError as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
@@ -128,20 +185,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         torch.set_num_threads(1)  # a few seconds per test set; threads only contend with DTW
     options = EvaluationOptions.from_config(
-        cfg, protocol=args.protocol, infer_cursive=args.infer_cursive,
+        cfg, protocol=protocol, infer_cursive=args.infer_cursive,
         dtw_variant=args.dtw_variant, workers=args.workers,
     )
     try:
         gt, pred = load_pair(args.gt, args.pred)
         origin = split_of(args.gt)
-        if args.exclusions_from_gt:
-            path = write_exclusions(args.out / "exclusions.json",
-                                    exclusion_record(gt, options.seg_error_threshold, args.gt))
-            record = read_exclusions(path)  # as the evaluate_gt stage does
-            print(f"cashg evaluate: {len(record.excluded)} of {len(gt)} ground-truth sentences"
-                  f" have segmentation errors in >= {record.threshold} characters -> {path}")
-        else:
-            record = read_exclusions(args.exclusions) if args.exclusions is not None else None
+        record = exclusion_record_for(args, gt, origin, options.seg_error_threshold)
         result = evaluate(gt, pred, options, progress=not args.no_progress, exclusions=record)
     except (InkFormatError, EmptyGroundTruthError, ExclusionRecordError) as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)

@@ -7,10 +7,10 @@ on a prediction: it is the ground-truth sentences whose character segmentation h
 ``>= threshold`` characters (``cashg.metrics.boundaries.segmentation_errors``), computed once
 by the ``evaluate_gt`` stage from the benchmark's test split and written as a record,
 ``results/evaluate_gt/<benchmark>/exclusions.json``, that every evaluation of that split applies
-(``cashg evaluate --exclusions``). The ablation, scored on another split (``ablation.split``,
-validation by default), decides its record from that split's ground truth in each evaluation
-(``cashg evaluate --exclusions-from-gt``: the same sentences for every cell, since the record
-depends on the ground truth alone). Scoring a protocol that excludes sentences without the
+(``cashg evaluate --exclusions``). An experiment scored on another split (the ablation cells:
+validation) decides its record from that split's ground truth in each evaluation
+(``cashg evaluate --exclusions-from-gt``, or ``--test-exclusions`` in the pipeline: the same
+sentences for every cell, since the record depends on the ground truth alone). Scoring a protocol that excludes sentences without the
 record is an error.
 
 The record (JSON, ``format = "cashg-exclusions"``, ``version = 1``) names the rule and its

@@ -213,8 +213,8 @@ class TrainConfig:
 @dataclass(frozen=True)
 class GenerateConfig:
     """Generation of a held-out split for evaluation (paper Sec. 4: one fully autoregressive
-    sample per test input): each benchmark's test split, and the ablation's ``ablation.split``
-    (validation). Owned by cashg/training (generate stage).
+    sample per test input): each experiment's split (``experiments.<name>.split``: test for
+    Table 2, validation for the ablation cells). Owned by cashg/training (generate stage).
 
     Decoding: ``greedy`` = the mean of the most probable mixture component and the most
     probable pen state at every step, the authors' decoding (their
