@@ -1,6 +1,6 @@
 """Per-record preprocessing: :class:`InkRecord` -> :class:`cashg.core.ink.InkSentence` (paper app. B).
 
-Order (DESIGN.md section 5): segmentation review on the recorded indices (index-level, so it
+Order (paper app. B, docs/conventions.md): segmentation review on the recorded indices (index-level, so it
 commutes with the affine steps; see :mod:`preprocessing.segmentation_review`) -> deskew ->
 point-density control -> height normalisation (bbox height exactly 1.0) -> pen states -> space
 pseudo-points. Resampling spacing and RDP epsilon are in units of the deskewed sentence height,

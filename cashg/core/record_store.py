@@ -134,7 +134,7 @@ class RecordStore:
         """Records ``a..b-1``, each dataset sliced once for the whole range.
 
         With the 64 Ki element gzip chunks, reading record by record decompresses whole chunks
-        per record; the ``preprocess`` stage reads batches through this (docs/performance.md).
+        per record; the ``preprocess`` stage reads batches through this.
         """
         if not 0 <= a <= b <= len(self):
             raise IndexError(f"records {a}..{b - 1} of {len(self)}")

@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 _DTW_CHUNK = 64  # pairs per parallel DTW call (progress granularity)
-_DTW_DEFINITIONS = {  # details.json states which definition a number uses (DESIGN.md sec. 8)
+_DTW_DEFINITIONS = {  # details.json states which definition a number uses (docs/metrics.md)
     "exact": "exact DTW, Euclidean step cost summed along the path, each side translated to its"
              " bounding-box origin and divided by its height (paper Sec. 4.1); / GT points",
     "sdt": "SDT's DTW: each side moment-normalised as in SDT and started at the origin, FastDTW"

@@ -1,4 +1,4 @@
-"""Peer-code "DTW" definitions (DESIGN.md section 8), always labelled by variant name.
+"""Peer-code "DTW" definitions (docs/metrics.md), always labelled by variant name.
 
 The paper's sentence-level metric is the exact DTW of :mod:`cashg.metrics.dtw` on
 height-normalised trajectories (Sec. 4.1). Two peers compute something else under the same
