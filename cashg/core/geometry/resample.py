@@ -59,11 +59,54 @@ def piece_lengths(points: np.ndarray, piece_offsets: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def _interp_piece(points: np.ndarray, a: int, b: int, out: np.ndarray, o: int, m: int) -> None:
+    """``m`` points of the piece ``points[a:b]`` (``b - a >= 2``) into ``out[o:o + m]``, in the
+    arithmetic of ``np.interp(np.linspace(0, L, m), s, coordinate)`` with ``s`` the cumulative
+    arc length: positions ``k * (L / (m - 1))`` (the last exactly ``L``), each in the last
+    segment that starts at or before it, ``slope * (t - s[j]) + p[j]``. The same bits as that
+    numpy expression (the recognizer's features depend on them)."""
+    s = np.empty(b - a, dtype=np.float64)
+    s[0] = 0.0
+    for i in range(1, b - a):
+        dx = points[a + i, 0] - points[a + i - 1, 0]
+        dy = points[a + i, 1] - points[a + i - 1, 1]
+        s[i] = s[i - 1] + math.sqrt(dx * dx + dy * dy)
+    last = b - a - 1
+    total = s[last]
+    step = total / (m - 1) if m > 1 else 0.0
+    j = 0
+    for k in range(m):
+        if k == m - 1:
+            t = total
+        elif step == 0.0:
+            t = k / (m - 1) * total
+        else:
+            t = k * step
+        while j < last and s[j + 1] <= t:
+            j += 1
+        for c in range(2):
+            if j == last or s[j] == t:
+                v = points[a + j, c]
+            else:
+                f0 = points[a + j, c]
+                f1 = points[a + j + 1, c]
+                slope = (f1 - f0) / (s[j + 1] - s[j])
+                v = slope * (t - s[j]) + f0
+                if math.isnan(v):
+                    v = slope * (t - s[j + 1]) + f1
+                    if math.isnan(v) and f0 == f1:
+                        v = f0
+            out[o + k, c] = v
+
+
+@nb.njit(cache=True, nogil=True)
 def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndarray,
-                 out_offsets: np.ndarray, keep_same: bool) -> np.ndarray:
+                 out_offsets: np.ndarray, keep_same: bool, interp: bool) -> np.ndarray:
     """Points of every piece at equal arc-length steps, ``out_offsets`` giving the counts.
 
     ``keep_same``: a piece whose output count equals its input count is copied as recorded.
+    ``interp``: pieces of two or more points in numpy's interpolation arithmetic
+    (:func:`_interp_piece`) instead of the polyline walk below.
     """
     n_pieces = piece_offsets.shape[0] - 1
     out = np.empty((out_offsets[n_pieces], 2), dtype=np.float64)
@@ -78,6 +121,9 @@ def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndar
             for i in range(m):
                 out[o + i, 0] = points[a + i, 0]
                 out[o + i, 1] = points[a + i, 1]
+            continue
+        if interp and b - a >= 2:
+            _interp_piece(points, a, b, out, o, m)
             continue
         out[o, 0] = points[a, 0]
         out[o, 1] = points[a, 1]
@@ -111,63 +157,6 @@ def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndar
 
 
 @nb.njit(cache=True, nogil=True)
-def _interp_fill_kernel(points: np.ndarray, piece_offsets: np.ndarray,
-                        out_offsets: np.ndarray) -> np.ndarray:
-    """As :func:`_fill_kernel` (no ``keep_same``), in the arithmetic of
-    ``np.interp(np.linspace(0, L, m), s, coordinate)`` with ``s`` the cumulative arc length:
-    sample positions ``k * (L / (m - 1))`` (the last exactly ``L``), each in the last segment
-    whose start is at or before it, ``slope * (t - s[j]) + p[j]``. Gives the same bits as
-    that numpy expression (the recognizer's features depend on them)."""
-    n_pieces = piece_offsets.shape[0] - 1
-    out = np.empty((out_offsets[n_pieces], 2), dtype=np.float64)
-    for p in range(n_pieces):
-        a = piece_offsets[p]
-        b = piece_offsets[p + 1]
-        o = out_offsets[p]
-        m = out_offsets[p + 1] - o
-        if m == 0:
-            continue
-        if b - a < 2:
-            for i in range(m):
-                out[o + i, 0] = points[a + i, 0]
-                out[o + i, 1] = points[a + i, 1]
-            continue
-        s = np.empty(b - a, dtype=np.float64)
-        s[0] = 0.0
-        for i in range(1, b - a):
-            dx = points[a + i, 0] - points[a + i - 1, 0]
-            dy = points[a + i, 1] - points[a + i - 1, 1]
-            s[i] = s[i - 1] + math.sqrt(dx * dx + dy * dy)
-        last = b - a - 1
-        total = s[last]
-        step = total / (m - 1) if m > 1 else 0.0
-        j = 0
-        for k in range(m):
-            if k == m - 1:
-                t = total
-            elif step == 0.0:
-                t = k / (m - 1) * total
-            else:
-                t = k * step
-            while j < last and s[j + 1] <= t:
-                j += 1
-            for c in range(2):
-                if j == last or s[j] == t:
-                    v = points[a + j, c]
-                else:
-                    f0 = points[a + j, c]
-                    f1 = points[a + j + 1, c]
-                    slope = (f1 - f0) / (s[j + 1] - s[j])
-                    v = slope * (t - s[j]) + f0
-                    if math.isnan(v):
-                        v = slope * (t - s[j + 1]) + f1
-                        if math.isnan(v) and f0 == f1:
-                            v = f0
-                out[o + k, c] = v
-    return out
-
-
-@nb.njit(cache=True, nogil=True)
 def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.ndarray,
                      lengths: np.ndarray, round_up: bool,
                      interp: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -176,9 +165,7 @@ def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.
     for p in range(n_pieces):
         n_in = piece_offsets[p + 1] - piece_offsets[p]
         out_offsets[p + 1] = out_offsets[p] + _n_out(n_in, lengths[p], spacing[p], round_up)
-    if interp:
-        return _interp_fill_kernel(points, piece_offsets, out_offsets), out_offsets
-    return _fill_kernel(points, piece_offsets, lengths, out_offsets, False), out_offsets
+    return _fill_kernel(points, piece_offsets, lengths, out_offsets, False, interp), out_offsets
 
 
 def resample_pieces(points: np.ndarray, piece_offsets: np.ndarray,
@@ -331,4 +318,4 @@ def resample_pieces_to_counts(points: np.ndarray, piece_offsets: np.ndarray,
         raise GeometryShapeError(f"resample_pieces_to_counts: piece {p} of {int(n_in[p])}"
                                  f" point(s) cannot get {int(cnt[p])} (its ends must stay)")
     out_offs = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
-    return _fill_kernel(pts, offs, piece_lengths(pts, offs), out_offs, True), out_offs
+    return _fill_kernel(pts, offs, piece_lengths(pts, offs), out_offs, True, False), out_offs
