@@ -1,6 +1,6 @@
 """Per-record preprocessing: :class:`InkRecord` -> :class:`cashg.core.ink.InkSentence` (paper app. B).
 
-Order (DESIGN.md section 5): segmentation review on the recorded indices (index-level, so it
+Order (paper app. B, docs/conventions.md): segmentation review on the recorded indices (index-level, so it
 commutes with the affine steps; see :mod:`preprocessing.segmentation_review`) -> deskew ->
 point-density control -> height normalisation (bbox height exactly 1.0) -> pen states -> space
 pseudo-points. Resampling spacing and RDP epsilon are in units of the deskewed sentence height,
@@ -52,6 +52,7 @@ from cashg.core.pen_states import (
     piece_successor_owner,
     time_pieces,
 )
+from cashg.core.record_store import RecordStore
 from cashg.core.records import InkRecord, ink_sentence_id
 from preprocessing.segmentation_review import ReviewSettings, review_segmentation
 
@@ -316,77 +317,15 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
 _WORKER: dict = {}
 
 
-class _BatchReader:
-    """Reads ranges of records from a ``cashg-records`` store in one slice per dataset.
-
-    :class:`~cashg.core.record_store.RecordStore` reads record by record; with its 64 Ki
-    element gzip chunks that decompresses whole chunks per record, which dominates the stage's
-    run time. This reader follows the documented store layout and slices a batch at once.
-    """
-
-    def __init__(self, path: str):
-        import json
-
-        import h5py
-
-        from cashg.core.record_store import SCHEMA, SCHEMA_VERSION
-
-        self._json = json
-        self.f = h5py.File(path, "r")
-        if self.f.attrs.get("schema") != SCHEMA or \
-                int(self.f.attrs.get("schema_version", -1)) != SCHEMA_VERSION:
-            raise ValueError(f"{path}: not a {SCHEMA} v{SCHEMA_VERSION} file")
-        self.point_offsets = self.f["point_offsets"][:]
-        self.char_offsets = self.f["char_offsets"][:]
-        self.record_char_offsets = self.f["record_char_offsets"][:]
-        self.segmented = self.f["segmented"][:]
-        self.has_time = self.f["has_time"][:]
-
-    def __len__(self) -> int:
-        return len(self.segmented)
-
-    def read(self, a: int, b: int) -> list[InkRecord]:
-        """Records ``a..b-1``."""
-        f, po = self.f, self.point_offsets
-        p0, p1 = int(po[a]), int(po[b])
-        pts = f["points"][p0:p1]
-        stroke = f["stroke_index"][p0:p1]
-        time = f["time"][p0:p1]
-        c0, c1 = int(self.record_char_offsets[a]), int(self.record_char_offsets[b])
-        k0, k1 = int(self.char_offsets[c0]), int(self.char_offsets[c1])
-        flat = f["char_points"][k0:k1]
-        strings = {n: f[n].asstr()[a:b] for n in
-                   ("dataset", "writer_id", "sample_id", "text", "source", "meta_json")}
-        out = []
-        for i in range(a, b):
-            x0, x1 = int(po[i]) - p0, int(po[i + 1]) - p0
-            chars = None
-            if self.segmented[i]:
-                ca, cb = int(self.record_char_offsets[i]), int(self.record_char_offsets[i + 1])
-                offs = self.char_offsets[ca:cb + 1] - k0
-                chars = tuple(flat[o:e] for o, e in zip(offs[:-1], offs[1:]))
-            j = i - a
-            out.append(InkRecord(
-                dataset=strings["dataset"][j], writer_id=strings["writer_id"][j],
-                sample_id=strings["sample_id"][j], text=strings["text"][j],
-                points=pts[x0:x1], stroke_index=stroke[x0:x1],
-                time=time[x0:x1] if self.has_time[i] else None, char_points=chars,
-                source=strings["source"][j], meta=self._json.loads(strings["meta_json"][j])))
-        return out
-
-    def close(self) -> None:
-        self.f.close()
-
-
 def _init_worker(records_path: str, settings: RecordSettings) -> None:
-    _WORKER["store"] = _BatchReader(records_path)
+    _WORKER["store"] = RecordStore(records_path)
     _WORKER["settings"] = settings
 
 
 def _run_range(bounds: tuple[int, int]) -> list[tuple[tuple[str, str], RecordResult]]:
     store, settings = _WORKER["store"], _WORKER["settings"]
     out = []
-    for record in store.read(*bounds):
+    for record in store.read_range(*bounds):
         # the record itself is not sent back: only the ids the report needs
         out.append(((record.source, record.sample_id), preprocess_record(record, settings)))
     return out
@@ -404,9 +343,8 @@ def iter_preprocessed(records_path: str, settings: RecordSettings, workers: int 
 
     from tqdm import tqdm
 
-    reader = _BatchReader(str(records_path))
-    n = len(reader)
-    reader.close()
+    with RecordStore(records_path) as reader:
+        n = len(reader)
     ranges = [(a, min(a + batch, n)) for a in range(0, n, batch)]
     bar = tqdm(total=n, desc=f"preprocess {settings.dataset_key}", unit="line",
                disable=not progress, dynamic_ncols=True)

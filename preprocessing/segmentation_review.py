@@ -15,7 +15,7 @@ is sound but the segmentation is flawed: the record is kept with the reason in i
 ``review_flags`` and reported as a ``warning`` row (detail ``flagged: ...``). The subset builder drops flagged sentences
 from training and validation data and from the test set of a protocol free to filter it, but
 keeps them in the test set of a protocol whose test set is fixed by its split (DSD,
-DeepWriting: :data:`cashg.core.benchmarks.WHOLE_TEST_SET_PROTOCOLS`), so review never
+DeepWriting: :data:`cashg.core.protocols.WHOLE_TEST_SET_PROTOCOLS`), so review never
 shrinks a published test set. Rules, in order:
 
 ====================  ========  =====================================================================

@@ -8,6 +8,7 @@ pen-down (the cursive-boundary rate), and what the parser rejected and why.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -35,24 +36,35 @@ def cursive_boundaries(record: InkRecord) -> tuple[int, int]:
     return cursive, total
 
 
-def dataset_statistics(records_path: str | Path, review_csv: str | Path | None = None) -> dict:
-    """Statistics of one parsed dataset (``records.h5`` and its parse review report)."""
+# the keys each stage reports, in their order in its JSON (parse: summary.json of the parse
+# stage; summary: the summary stage's statistics)
+PARSE_KEYS = ("writers", "lines", "segmented_lines", "characters", "strokes", "points",
+              "cursive_boundaries", "cursive_boundary_rate")
+SUMMARY_KEYS = ("writers", "lines", "segmented_lines", "characters", "strokes", "points",
+                "points_per_line_median", "lines_per_writer_median", "cursive_boundary_rate")
+
+
+def record_statistics(records: Iterable[InkRecord]) -> dict:
+    """Counts over parsed records, in one pass: writers, lines, segmented lines, characters,
+    strokes, points, the per-line and per-writer medians, cursive boundaries and their rate
+    (:func:`cursive_boundaries`; None when nothing is segmented). The one definition of the
+    parse statistics: each stage reports a selection (:data:`PARSE_KEYS`, :data:`SUMMARY_KEYS`).
+    """
     writers: Counter[str] = Counter()
-    n_chars = n_points = n_strokes = n_segmented = cursive = boundaries = 0
+    n_lines = n_chars = n_points = n_strokes = n_segmented = cursive = boundaries = 0
     points_per_line = []
-    with RecordStore(records_path) as store:
-        for record in store:
-            writers[record.writer_id] += 1
-            n_chars += len(record.text)
-            n_points += record.n_points
-            n_strokes += record.n_strokes
-            points_per_line.append(record.n_points)
-            n_segmented += int(record.segmented)
-            c, t = cursive_boundaries(record)
-            cursive += c
-            boundaries += t
-        n_lines = len(store)
-    stats = {
+    for record in records:
+        writers[record.writer_id] += 1
+        n_lines += 1
+        n_chars += len(record.text)
+        n_points += record.n_points
+        n_strokes += record.n_strokes
+        points_per_line.append(record.n_points)
+        n_segmented += int(record.segmented)
+        c, t = cursive_boundaries(record)
+        cursive += c
+        boundaries += t
+    return {
         "writers": len(writers),
         "lines": n_lines,
         "segmented_lines": n_segmented,
@@ -61,8 +73,16 @@ def dataset_statistics(records_path: str | Path, review_csv: str | Path | None =
         "points": n_points,
         "points_per_line_median": float(np.median(points_per_line)) if points_per_line else 0.0,
         "lines_per_writer_median": float(np.median(list(writers.values()))) if writers else 0.0,
+        "cursive_boundaries": boundaries,
         "cursive_boundary_rate": cursive / boundaries if boundaries else None,
     }
+
+
+def dataset_statistics(records_path: str | Path, review_csv: str | Path | None = None) -> dict:
+    """Statistics of one parsed dataset (``records.h5`` and its parse review report)."""
+    with RecordStore(records_path) as store:
+        counts = record_statistics(store)
+    stats = {k: counts[k] for k in SUMMARY_KEYS}
     if review_csv is not None and Path(review_csv).is_file():
         rows = read_review_csv(review_csv)
         stats["rejected_by_reason"] = dict(

@@ -98,10 +98,10 @@ def main() -> int:
                                "--out", str(parsed), "--params", str(params_path),
                                "--workers", str(args.workers)], REPO)
         print(f"  parse: {wall:.1f} s")
-    import h5py
+    from cashg.core.record_store import RecordStore
 
-    with h5py.File(parsed / "records.h5") as f:
-        n_lines = len(f["segmented"])
+    with RecordStore(parsed / "records.h5") as store:
+        n_lines = len(store)
 
     stages = {
         "preprocess": [py, "-m", "preprocessing.stages.preprocess", "--dataset", "iam",

@@ -1,7 +1,8 @@
 """Test-only writers of CASIA-OLHWDB files (``.pot``, ``.ptts``, ``.wptt``) in the real layout.
 
 Production code only reads these formats; the writers here build small fixtures byte by byte
-from the layout in DESIGN.md section 4, independently of the parser's code.
+from the documented layout (docs/formats.md; byte tables in the ``preprocessing.parsers.casia``
+docstring), independently of the parser's code.
 """
 
 from __future__ import annotations

@@ -427,10 +427,24 @@ def test_params_errors_name_file_and_key(tmp_path, edit, message):
 
 
 def test_protocol_names_match_the_evaluation():
-    from typing import get_args
+    """One protocol list (cashg.core.protocols): the params Literal, the data-side facts and the
+    evaluation's per-protocol metric table cover the same names."""
+    from typing import get_args, get_type_hints
 
-    from cashg.core.benchmarks import PROTOCOL_FORMATS
-    from cashg.core.config.data import ProtocolName
+    from cashg.core.config.data import BenchmarkConfig
+    from cashg.core.config.model import EvaluateConfig
+    from cashg.core.protocols import (
+        PROTOCOL_FORMATS,
+        PROTOCOL_NAMES,
+        UNSIMPLIFIED_TEST_GT_PROTOCOLS,
+        WHOLE_TEST_SET_PROTOCOLS,
+        ProtocolName,
+    )
     from cashg.evaluation.protocols import PROTOCOLS
 
-    assert set(get_args(ProtocolName)) == set(PROTOCOLS) == set(PROTOCOL_FORMATS)
+    names = set(PROTOCOL_NAMES)
+    assert names == set(get_args(ProtocolName)) == set(PROTOCOLS) == set(PROTOCOL_FORMATS)
+    assert WHOLE_TEST_SET_PROTOCOLS <= names and UNSIMPLIFIED_TEST_GT_PROTOCOLS <= names
+    assert all(PROTOCOLS[n].name == n for n in names)
+    hints = {c: get_type_hints(c)["protocol"] for c in (BenchmarkConfig, EvaluateConfig)}
+    assert all(h is ProtocolName for h in hints.values()), hints

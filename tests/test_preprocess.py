@@ -278,16 +278,15 @@ def test_deskew_applied_to_skewed_record():
         "deskew_deg"] == 0.0
 
 
-def test_batch_reader_matches_record_store(tmp_path):
-    from cashg.core.record_store import read_records
-    from preprocessing.preprocess import _BatchReader
+def test_read_range_matches_record_by_record(tmp_path):
+    from cashg.core.record_store import RecordStore
 
     recs = _records(5)
     write_records(tmp_path / "r.h5", recs)
-    expect = read_records(tmp_path / "r.h5")
-    reader = _BatchReader(str(tmp_path / "r.h5"))
-    got = reader.read(0, 3) + reader.read(3, len(reader))
-    reader.close()
+    with RecordStore(tmp_path / "r.h5") as reader:
+        expect = [reader[i] for i in range(len(reader))]
+        got = reader.read_range(0, 3) + reader.read_range(3, len(reader))
+        assert reader.read_range(2, 2) == []
     assert len(got) == len(expect)
     for a, b in zip(got, expect):
         assert (a.sample_id, a.text, a.meta, a.source) == (b.sample_id, b.text, b.meta, b.source)

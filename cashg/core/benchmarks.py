@@ -5,28 +5,8 @@ A benchmark names its protocol and its one or two source datasets (``primary`` /
 functions check, before any stage runs, that the names resolve and that the protocol fits the
 sources' on-disk formats, with errors that name the params file and the key:
 
-==============  ===========================================  ============================
-protocol        source formats                               paper benchmark
-==============  ===========================================  ============================
-``dsd``         ``brush``                                    DSD on BRUSH
-``deepwriting`` ``iam_ondb``, ``deepwriting``                DeepWriting (IAM-expanded)
-``merged``      ``iam_ondb``, ``brush``, ``deepwriting``     the IAM + BRUSH ablation set
-``olhwg``       ``casia_ptts``                               OLHWG on CASIA-OLHWDB 2.0-2.2
-``sdt_glyph``   ``casia_pot``                                SDT glyphs, CASIA-OLHWDB 1.0-1.2
-``none``        any                                          no protocol rule
-==============  ===========================================  ============================
-
-Two protocol rules shape the test split the subset builder writes:
-
-- a *whole* test set (:data:`WHOLE_TEST_SET_PROTOCOLS`: ``dsd``, ``deepwriting``) is fixed by
-  the protocol's split (BRUSH writers, DeepWriting's validation file): segmentation review must
-  not shrink it. Flagged sentences stay in it, and a test sentence that preprocessing had to drop
-  as unusable is an error naming it (``preprocessing.subsets.test_set``). The other protocols
-  filter their test sets like any split (OLHWG's strict validation discards sentences by
-  definition, paper app. B.4).
-- an *unsimplified* test ground truth (:data:`UNSIMPLIFIED_TEST_GT_PROTOCOLS`: ``dsd``) keeps
-  every resampled point: the paper disables RDP in the DSD evaluation (Sec. 4.1, "Benchmark-
-  matched sentence-level comparisons").
+The protocols, their source formats and the rules they put on the test split are in
+:mod:`cashg.core.protocols`.
 
 (``casia_wptt`` lines carry no character segmentation, which every protocol needs: the
 preprocessing review drops them as ``unsegmented``, and the preprocess stage then fails below
@@ -39,18 +19,9 @@ import re
 from collections.abc import Mapping
 
 from cashg.core.config.data import BenchmarkConfig, DatasetConfig, SubsetsConfig
+from cashg.core.protocols import PROTOCOL_FORMATS
 from cashg.core.typed import ParamsError
 
-PROTOCOL_FORMATS: dict[str, frozenset[str] | None] = {
-    "dsd": frozenset({"brush"}),
-    "deepwriting": frozenset({"iam_ondb", "deepwriting"}),
-    "merged": frozenset({"iam_ondb", "brush", "deepwriting"}),
-    "olhwg": frozenset({"casia_ptts"}),
-    "sdt_glyph": frozenset({"casia_pot"}),
-    "none": None,  # any format
-}
-WHOLE_TEST_SET_PROTOCOLS = frozenset({"dsd", "deepwriting"})
-UNSIMPLIFIED_TEST_GT_PROTOCOLS = frozenset({"dsd"})
 RULE_FORMATS: dict[str, frozenset[str] | None] = {
     "iam_lists": frozenset({"iam_ondb"}),  # needs IAM-OnDB form ids
     "writer_range": None,

@@ -1,4 +1,4 @@
-"""Pen-state labels and space pseudo-trajectories (DESIGN.md section 3, paper Sec. 3.4).
+"""Pen-state labels and space pseudo-trajectories (paper Sec. 3.4, docs/conventions.md).
 
 **Point order.** Points are emitted in CHARACTER order: character 0's points, then character
 1's, ...; inside a character in time order. A character's ink is therefore contiguous

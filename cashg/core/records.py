@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Pen states, one integer per point (DESIGN.md section 3).
+# Pen states, one integer per point (paper Sec. 3.4, docs/conventions.md).
 PM = 0  # pen moves (down)
 PU = 1  # last point of a stroke: the pen lifts after it
 CURSIVE_EOC = 2  # last point of a character, pen stays down into the next character

@@ -39,6 +39,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from cashg.core.config.model import EvaluateConfig
+from cashg.core.geometry.normalize import normalize_height_lenient
 from cashg.core.ink import InkFile, InkSentence
 from cashg.evaluation.exclusions import (
     ExclusionRecord,
@@ -61,7 +62,6 @@ from cashg.metrics.boundaries import (
 )
 from cashg.metrics.csm import CSM_KEYS, SentenceCSM, macro_csm, sentence_csm, writer_csm
 from cashg.metrics.dtw import dtw_batch
-from cashg.metrics.normalize import normalize_height
 from cashg.metrics.variants import dtw_olhwg, dtw_sdt
 
 __all__ = [
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 _DTW_CHUNK = 64  # pairs per parallel DTW call (progress granularity)
-_DTW_DEFINITIONS = {  # details.json states which definition a number uses (DESIGN.md sec. 8)
+_DTW_DEFINITIONS = {  # details.json states which definition a number uses (docs/metrics.md)
     "exact": "exact DTW, Euclidean step cost summed along the path, each side translated to its"
              " bounding-box origin and divided by its height (paper Sec. 4.1); / GT points",
     "sdt": "SDT's DTW: each side moment-normalised as in SDT and started at the origin, FastDTW"
@@ -203,8 +203,8 @@ def evaluate(
             continue
         err_g = segmentation_errors(g.text, g.char_index)
         err_p = segmentation_errors(p.text, p.char_index)
-        xy_g = normalize_height(g.xy)  # (N, 2) float64
-        xy_p = normalize_height(p.xy)  # (M, 2) float64
+        xy_g = normalize_height_lenient(g.xy)  # (N, 2) float64
+        xy_p = normalize_height_lenient(p.xy)  # (M, 2) float64
         row: dict[str, Any] = {
             "sentence_id": sid, "writer_id": g.writer_id, "text": g.text,
             "n_gt": len(g.points), "n_pred": len(p.points),
@@ -336,8 +336,8 @@ def _glyph_units(
             side = "gt" if not mg.any() else "pred"
             missing.append((uid, side, f"glyph {ch!r} (position {s}) has no points"))
             continue
-        _add_unit(g.xy[mg], g.pen[mg], p.xy[mp], p.pen[mp], normalize_height(g.xy[mg]),
-                  normalize_height(p.xy[mp]), uid, g.writer_id, options, units_a, units_b, rows)
+        _add_unit(g.xy[mg], g.pen[mg], p.xy[mp], p.pen[mp],
+                  normalize_height_lenient(g.xy[mg]), normalize_height_lenient(p.xy[mp]), uid, g.writer_id, options, units_a, units_b, rows)
 
 
 def _run_exact_dtw(

@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from cashg.core.geometry.normalize import normalize_height_lenient  # noqa: E402
 from cashg.core.ink import InkSentence
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
-from cashg.metrics.normalize import normalize_height  # noqa: E402
 from cashg.render import ink_mask, strokes  # noqa: E402
 
 __all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
@@ -25,7 +25,7 @@ _META = {"Software": None}  # no version string: same inputs give the same bytes
 
 
 def _draw(ax: plt.Axes, s: InkSentence, title: str) -> None:
-    xy = normalize_height(s.xy)  # (N, 2)
+    xy = normalize_height_lenient(s.xy)  # (N, 2)
     pen = s.pen
     ink = ink_mask(s)
     for stroke in strokes(np.column_stack([xy, pen]), ink):

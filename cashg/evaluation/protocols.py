@@ -1,5 +1,9 @@
 """Benchmark protocols (paper Sec. 4.1, Table 2): which pairs are scored and which metrics exist.
 
+The protocol names and their data-side facts live in :mod:`cashg.core.protocols`;
+:data:`PROTOCOLS` holds the evaluation side of each, keyed by those names (a test checks that
+it covers exactly :data:`cashg.core.protocols.PROTOCOL_NAMES`).
+
 ==============  ===========================================================================
 ``dsd``         BRUSH writer-disjoint split; no RDP at evaluation (the files are scored as
                 stored, never simplified); all metrics.

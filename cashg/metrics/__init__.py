@@ -1,6 +1,9 @@
-"""Trajectory metrics: exact DTW, normalisation, CSM (paper Sec. 4.1 and appendix E)."""
+"""Trajectory metrics: exact DTW, CSM (paper Sec. 4.1 and appendix E).
+
+The height normalisation the metrics run on is
+:func:`cashg.core.geometry.normalize.normalize_height_lenient`.
+"""
 
 from cashg.metrics.dtw import dtw, dtw_batch
-from cashg.metrics.normalize import normalize_height
 
-__all__ = ["dtw", "dtw_batch", "normalize_height"]
+__all__ = ["dtw", "dtw_batch"]

@@ -1,6 +1,6 @@
 """Exact dynamic time warping (DTW) between two 2-D trajectories, numba kernels.
 
-Definition (paper Sec. 4.1, DESIGN.md section 8): the step cost is the Euclidean distance
+Definition (paper Sec. 4.1, docs/metrics.md): the step cost is the Euclidean distance
 between two points and the DTW value is the sum of step costs along the optimal warping path,
 
     D[0, 0] = 0,  D[i, 0] = D[0, j] = inf,

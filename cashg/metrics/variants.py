@@ -1,4 +1,4 @@
-"""Peer-code "DTW" definitions (DESIGN.md section 8), always labelled by variant name.
+"""Peer-code "DTW" definitions (docs/metrics.md), always labelled by variant name.
 
 The paper's sentence-level metric is the exact DTW of :mod:`cashg.metrics.dtw` on
 height-normalised trajectories (Sec. 4.1). Two peers compute something else under the same
@@ -36,8 +36,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from cashg.core.geometry.normalize import FLAT_TOLERANCE, height_scale
+from cashg.core.geometry.rdp import piece_rdp_mask
 from cashg.core.records import EOC, PU
-from cashg.metrics.normalize import FLAT_TOLERANCE
 
 __all__ = [
     "dtw_olhwg",
@@ -196,56 +197,24 @@ def sdt_normalize(xy: np.ndarray, pen: np.ndarray) -> np.ndarray:
     return (xy - mu) / sigma
 
 
-@numba.njit(cache=True, nogil=True)
-def _rdp_keep(xy, start, end, epsilon, keep):
-    stack = [(start, end)]
-    while len(stack):
-        s, e = stack.pop()
-        keep[s] = True
-        keep[e] = True
-        if e - s < 2:
-            continue
-        dx = xy[e, 0] - xy[s, 0]
-        dy = xy[e, 1] - xy[s, 1]
-        norm = np.sqrt(dx * dx + dy * dy)
-        best = -1.0
-        idx = -1
-        for p in range(s + 1, e):
-            px = xy[p, 0] - xy[s, 0]
-            py = xy[p, 1] - xy[s, 1]
-            if norm > 0:
-                d = abs(dx * py - dy * px) / norm  # distance to the line through s and e
-            else:
-                d = np.sqrt(px * px + py * py)
-            if d > best:
-                best = d
-                idx = p
-        if best > epsilon:
-            stack.append((s, idx))
-            stack.append((idx, e))
-
-
 def rdp_mask(xy: np.ndarray, pen: np.ndarray, epsilon: float) -> np.ndarray:
-    """(N,) bool of the points RDP keeps, run separately on each stroke (pen-lift split)."""
+    """(N,) bool of the points RDP keeps, run separately on each stroke (pen-lift split).
+
+    The RDP of :mod:`cashg.core.geometry.rdp` (distance to the line through the interval's
+    ends), one piece per stroke.
+    """
     xy = np.ascontiguousarray(xy, dtype=np.float64).reshape(-1, 2)
-    keep = np.zeros(len(xy), dtype=np.bool_)
     if not len(xy):
-        return keep
+        return np.zeros(0, dtype=np.bool_)
     ends = np.flatnonzero(~pen_down_segments(pen))  # last point of each stroke but the final
-    starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(xy) - 1]
-    for s, e in zip(starts.tolist(), stops.tolist()):
-        _rdp_keep(xy, s, e, float(epsilon), keep)
-    return keep
+    offsets = np.r_[0, ends + 1, len(xy)].astype(np.int64)
+    return piece_rdp_mask(xy, offsets, float(epsilon))
 
 
 def olhwg_prepare(xy: np.ndarray, pen: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:
     """Centroid + height normalisation, then RDP: ((M, 2) points, pen-down arc length)."""
     xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    height = xy[:, 1].max() - xy[:, 1].min()
-    width = xy[:, 0].max() - xy[:, 0].min()
-    scale = height if height > FLAT_TOLERANCE else (width if width > FLAT_TOLERANCE else 1.0)
-    norm = (xy - xy.mean(axis=0)) / scale
+    norm = (xy - xy.mean(axis=0)) / height_scale(xy)
     keep = rdp_mask(norm, pen, epsilon)
     pts = norm[keep]
     kept_pen = np.asarray(pen)[keep]

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cashg.core.geometry.resample import resample_pieces
 from cashg.core.ink import InkSentence
 
 __all__ = [
@@ -125,25 +126,24 @@ def running_baseline(x: np.ndarray, y: np.ndarray, half_width: float) -> np.ndar
 def resample_strokes(xy: np.ndarray, lift: np.ndarray,
                      spacing: float) -> tuple[np.ndarray, np.ndarray]:
     """Every pen-down stroke of (N, 2) ``xy`` (a stroke ends at a ``lift`` point) resampled at
-    arc-length step ``spacing``, end points kept; returns (M, 2) xy and (M,) lift."""
+    arc-length step ``spacing``, end points kept; returns (M, 2) xy and (M,) lift.
+
+    The arc-length resampling of :func:`cashg.core.geometry.resample.resample_pieces`, one
+    piece per stroke, with ``ceil(L / spacing)`` segments and numpy's interpolation arithmetic
+    (the recognizer's definition since it was trained; ``round_up``, ``interp``).
+    """
     xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    lift = np.asarray(lift, bool)
     if spacing <= 0 or len(xy) < 2:
-        return xy, np.asarray(lift, bool)
-    ends = np.flatnonzero(lift[:-1]) + 1
-    out_xy, out_lift = [], []
-    for seg, seg_lift in zip(np.split(xy, ends), np.split(np.asarray(lift, bool), ends)):
-        if len(seg) < 2:
-            out_xy.append(seg)
-            out_lift.append(seg_lift)
-            continue
-        s = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(seg, axis=0), axis=1))]
-        n = max(2, int(np.ceil(s[-1] / spacing)) + 1)
-        t = np.linspace(0.0, s[-1], n)
-        out_xy.append(np.stack([np.interp(t, s, seg[:, 0]), np.interp(t, s, seg[:, 1])], 1))
-        flags = np.zeros(n, bool)
-        flags[-1] = seg_lift[-1]
-        out_lift.append(flags)
-    return np.concatenate(out_xy), np.concatenate(out_lift)
+        return xy, lift
+    offsets = np.r_[0, np.flatnonzero(lift[:-1]) + 1, len(xy)].astype(np.int64)
+    out, out_offsets = resample_pieces(xy, offsets, spacing, round_up=True, interp=True)
+    # a resampled stroke lifts only after its last point; single-point strokes keep their flag
+    out_lift = np.zeros(len(out), bool)
+    single = np.diff(offsets) < 2
+    out_lift[out_offsets[1:][~single] - 1] = lift[offsets[1:][~single] - 1]
+    out_lift[out_offsets[:-1][single]] = lift[offsets[:-1][single]]
+    return out, out_lift
 
 
 def normalise_line(sentence: InkSentence, baseline_window: float,

@@ -1,4 +1,4 @@
-"""Writer for the BRUSH on-disk format (DESIGN.md section 4).
+"""Writer for the BRUSH on-disk format (docs/formats.md).
 
 ``<root>/<writer_id>/<drawing_id>`` (no extension): a pickle of
 ``[sentence (str, M chars), drawing (N, 3) float32 [x, y, eos], label (N, M) uint8 one-hot]``

@@ -1,4 +1,4 @@
-"""Writers for the IAM-OnDB on-disk format (DESIGN.md section 4), quirks included.
+"""Writers for the IAM-OnDB on-disk format (docs/formats.md), quirks included.
 
 - ``lineStrokes/<grp>/<text id>/<form id>-NN.xml``: ISO-8859-1 XML; ``<Point .../>`` lines end
   in CRLF, every other line in LF; integer x, y (y down); absolute times with 2 decimals.

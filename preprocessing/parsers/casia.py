@@ -1,7 +1,7 @@
 """CASIA-OLHWDB parsers: ``.pot`` isolated characters (1.0-1.2) and ``.ptts`` / ``.wptt`` text
 lines (2.0-2.2). Raw files in, :class:`~cashg.core.records.InkRecord` out; read only.
 
-Formats (DESIGN.md section 4, checked against the NLPR format tables and public readers):
+Formats (docs/formats.md, checked against the NLPR format tables and public readers):
 
 ``.pot`` (one file per writer, records concatenated, little-endian)::
 

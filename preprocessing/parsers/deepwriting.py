@@ -1,6 +1,6 @@
 """DeepWriting (IAM-OnDB extended) npz parser: chunks in, absolute-coordinate records out.
 
-File facts (DESIGN.md section 4, checked against the DeepWriting data scripts):
+File facts (docs/formats.md, checked against the DeepWriting data scripts):
 
 - ``strokes`` (older files: ``samples``): object array of ``(T, 3)`` float32 chunks
   ``[dx, dy, pen]``; ``pen == 1`` marks the **last point of a stroke** (the raw pen-up event,
@@ -20,7 +20,7 @@ so a chunk starts at (0, 0) because ``origin_translation`` removed its offset) a
 the scale is per axis and distorts the aspect ratio). Consecutive duplicate entries (left by
 merging source dictionaries) are undone once. Unknown operations reject the file.
 
-Two origins, one stored min/max (DESIGN.md section 4, docs/deepwriting.md): the release merges
+Two origins, one stored min/max (docs/deepwriting.md): the release merges
 chunks of IAM-OnDB writers (subject ids 10002-10220) and of ETH-recorded writers (123456+). Each
 origin was scaled with its own per-axis min/max, but only ETH's is stored, so ``scale`` is
 undone per chunk: with the stored span for ETH chunks and with the IAM-OnDB span for chunks

@@ -1,6 +1,6 @@
 """IAM-OnDB parser: ``lineStrokes`` + ``ascii`` + ``original`` (+ Character-Queries GT) -> records.
 
-Layout (DESIGN.md section 4), for the line ``a01-000u-01``::
+Layout (docs/formats.md), for the line ``a01-000u-01``::
 
     lineStrokes/a01/a01-000/a01-000u-01.xml   strokes (<StrokeSet><Stroke><Point x y time>)
     ascii/a01/a01-000/a01-000u.txt            OCR: ... CSR: (blank) line 1, line 2, ...
@@ -61,7 +61,7 @@ SPLIT_LISTS = ("trainset", "testset_v", "testset_t", "testset_f")
 _LINE_FILE = re.compile(r"^(?P<form>.+)-(?P<line>\d+)\.xml$")
 _PERCENT_RUN = re.compile(r"%{2,}")
 # Placeholders that the IAM-OnDB transcription tool left in real ascii files instead of a
-# transcription (DESIGN.md section 4, "a placeholder transcription"). Compared after
+# transcription (docs/formats.md). Compared after
 # :func:`_placeholder_key`, so case, spacing and trailing dots do not matter.
 KNOWN_PLACEHOLDERS = (
     "Please Enter Transcription here",

@@ -31,30 +31,14 @@ from cashg.core.params import load_section
 from cashg.core.record_store import write_records
 from cashg.core.records import InkRecord
 from preprocessing.review import LowYieldError, ReviewReport, check_yield
-from preprocessing.summary import cursive_boundaries
+from preprocessing.summary import PARSE_KEYS, record_statistics
 
 
-def record_statistics(records: Sequence[InkRecord]) -> dict:
-    """Counts over parsed records; the cursive-boundary rate is None when nothing is segmented.
-
-    A boundary between two adjacent non-space characters is cursive when the last point of the
-    first and the first point of the second lie in the same stroke.
-    """
-    cursive = boundaries = 0
-    for r in records:
-        c, t = cursive_boundaries(r)
-        cursive += c
-        boundaries += t
-    return {
-        "writers": len({r.writer_id for r in records}),
-        "lines": len(records),
-        "segmented_lines": sum(r.segmented for r in records),
-        "characters": sum(len(r.text) for r in records),
-        "strokes": sum(r.n_strokes for r in records),
-        "points": sum(r.n_points for r in records),
-        "cursive_boundaries": boundaries,
-        "cursive_boundary_rate": cursive / boundaries if boundaries else None,
-    }
+def parse_statistics(records: Sequence[InkRecord]) -> dict:
+    """The parse stage's selection (:data:`~preprocessing.summary.PARSE_KEYS`) of
+    :func:`preprocessing.summary.record_statistics`."""
+    counts = record_statistics(records)
+    return {k: counts[k] for k in PARSE_KEYS}
 
 
 def run_parse(
@@ -68,7 +52,7 @@ def run_parse(
     report.check()
     out.mkdir(parents=True, exist_ok=True)
     summary = {"dataset": key, "format": cfg.format, "root": cfg.root,
-               **report.summary(), **record_statistics(records)}
+               **report.summary(), **parse_statistics(records)}
     report.write(out / "review.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if records:

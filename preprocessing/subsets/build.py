@@ -21,9 +21,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cashg.core.benchmarks import UNSIMPLIFIED_TEST_GT_PROTOCOLS
 from cashg.core.config.data import BenchmarkConfig, SubsetsConfig
 from cashg.core.ink import make_sentence, write_ink
+from cashg.core.protocols import UNSIMPLIFIED_TEST_GT_PROTOCOLS
 from cashg.core.subsets.schema import write_subset
 from preprocessing.review import ReviewReport
 from preprocessing.subsets.bigram_subset import build_bigram_table

@@ -1,6 +1,6 @@
 """What segmentation review did to a benchmark's test set, and the whole-test-set rule.
 
-A protocol whose test set is fixed by its split (:data:`~cashg.core.benchmarks.
+A protocol whose test set is fixed by its split (:data:`~cashg.core.protocols.
 WHOLE_TEST_SET_PROTOCOLS`: DSD's BRUSH test writers, DeepWriting's validation file) is scored on
 every sentence of that split; other methods are compared on the same set. So:
 
@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cashg.core.benchmarks import WHOLE_TEST_SET_PROTOCOLS
 from cashg.core.config.data import SourceSplitConfig
+from cashg.core.protocols import WHOLE_TEST_SET_PROTOCOLS
 from cashg.core.record_store import RecordStore
 from cashg.core.records import ink_sentence_id
 from preprocessing.review import ReviewReport, read_review_csv

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cashg.core.protocols import ProtocolName
+
 DatasetFormat = Literal["iam_ondb", "brush", "casia_pot", "casia_ptts", "casia_wptt", "deepwriting"]
 
 
@@ -213,10 +215,6 @@ class SourceSplitConfig:
 
 
 SubsetKind = Literal["char", "bigram", "sentence", "style"]
-
-
-# Benchmark protocols (cashg.evaluation.protocols.PROTOCOLS; a test keeps the two in step)
-ProtocolName = Literal["dsd", "deepwriting", "olhwg", "sdt_glyph", "merged", "none"]
 
 
 @dataclass(frozen=True)

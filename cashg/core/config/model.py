@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from cashg.core.protocols import ProtocolName
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -107,14 +109,14 @@ class PerturbConfig:
 class EvaluateConfig:
     """Evaluation protocol options (paper Sec. 4.1, appendix E). Owned by cashg/evaluation.
 
-    ``protocol``: dsd | deepwriting | olhwg | sdt_glyph | merged | none (see
+    ``protocol``: a :data:`cashg.core.protocols.ProtocolName` (its metrics:
     ``cashg.evaluation.protocols``). ``dtw_variant``: ``protocol`` (the protocol's own DTW:
     exact, the paper's metric, except SDT's for ``sdt_glyph``) or a fixed one of exact and the
     peers' sdt / olhwg definitions. ``infer_cursive``: derive the prediction's CURSIVE_EOC labels with
     the distance heuristic (threshold ``tau_conn``) for methods that do not predict them.
     """
 
-    protocol: Literal["dsd", "deepwriting", "olhwg", "sdt_glyph", "merged", "none"] = "merged"
+    protocol: ProtocolName = "merged"
     dtw_variant: Literal["protocol", "exact", "sdt", "olhwg"] = "protocol"
     infer_cursive: bool = False
     eps: float = 1e-6  # appendix E

@@ -93,6 +93,20 @@ def rdp_mask(points: np.ndarray, epsilon: float) -> np.ndarray:
     return keep
 
 
+@nb.njit(cache=True, nogil=True)
+def piece_rdp_mask(points: np.ndarray, piece_offsets: np.ndarray, epsilon: float) -> np.ndarray:
+    """RDP keep-mask with RDP run on each piece on its own: (N, 2) float64 points, (P + 1,)
+    int64 offsets -> (N,) bool. Every piece's first and last point is kept. A numba kernel
+    without shape checks (the peers' per-stroke RDP, :mod:`cashg.metrics.variants`, calls it).
+    """
+    n = points.shape[0]
+    keep = np.ones(n, dtype=np.bool_)
+    stack = np.empty((max(2 * n, 2), 2), dtype=np.int64)
+    for p in range(piece_offsets.shape[0] - 1):
+        _rdp_into(points, piece_offsets[p], piece_offsets[p + 1], epsilon, keep, stack)
+    return keep
+
+
 def rdp_indices(points: np.ndarray, epsilon: float) -> np.ndarray:
     """Indices (K,) int64 of the points RDP keeps, for ``points`` (N, 2) (shape checked)."""
     pts = check_points(points, "rdp_indices")

@@ -31,12 +31,15 @@ from cashg.core.geometry.shapes import GeometryShapeError, check_offsets, check_
 
 
 @nb.njit(cache=True, nogil=True)
-def _n_out(n_in: int, length: float, spacing: float) -> int:
-    """Points a piece of ``n_in`` points and arc length ``length`` gets at ``spacing``."""
+def _n_out(n_in: int, length: float, spacing: float, round_up: bool) -> int:
+    """Points a piece of ``n_in`` points and arc length ``length`` gets at ``spacing``: the
+    segment count ``L / spacing`` rounded to nearest (preprocessing) or up (``round_up``)."""
     if n_in <= 1:
         return n_in
     if not (length > 0.0) or not (spacing > 0.0):
         return 2
+    if round_up:
+        return max(1, int(math.ceil(length / spacing))) + 1
     return max(1, int(math.floor(length / spacing + 0.5))) + 1
 
 
@@ -56,11 +59,54 @@ def piece_lengths(points: np.ndarray, piece_offsets: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def _interp_piece(points: np.ndarray, a: int, b: int, out: np.ndarray, o: int, m: int) -> None:
+    """``m`` points of the piece ``points[a:b]`` (``b - a >= 2``) into ``out[o:o + m]``, in the
+    arithmetic of ``np.interp(np.linspace(0, L, m), s, coordinate)`` with ``s`` the cumulative
+    arc length: positions ``k * (L / (m - 1))`` (the last exactly ``L``), each in the last
+    segment that starts at or before it, ``slope * (t - s[j]) + p[j]``. The same bits as that
+    numpy expression (the recognizer's features depend on them)."""
+    s = np.empty(b - a, dtype=np.float64)
+    s[0] = 0.0
+    for i in range(1, b - a):
+        dx = points[a + i, 0] - points[a + i - 1, 0]
+        dy = points[a + i, 1] - points[a + i - 1, 1]
+        s[i] = s[i - 1] + math.sqrt(dx * dx + dy * dy)
+    last = b - a - 1
+    total = s[last]
+    step = total / (m - 1) if m > 1 else 0.0
+    j = 0
+    for k in range(m):
+        if k == m - 1:
+            t = total
+        elif step == 0.0:
+            t = k / (m - 1) * total
+        else:
+            t = k * step
+        while j < last and s[j + 1] <= t:
+            j += 1
+        for c in range(2):
+            if j == last or s[j] == t:
+                v = points[a + j, c]
+            else:
+                f0 = points[a + j, c]
+                f1 = points[a + j + 1, c]
+                slope = (f1 - f0) / (s[j + 1] - s[j])
+                v = slope * (t - s[j]) + f0
+                if math.isnan(v):
+                    v = slope * (t - s[j + 1]) + f1
+                    if math.isnan(v) and f0 == f1:
+                        v = f0
+            out[o + k, c] = v
+
+
+@nb.njit(cache=True, nogil=True)
 def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndarray,
-                 out_offsets: np.ndarray, keep_same: bool) -> np.ndarray:
+                 out_offsets: np.ndarray, keep_same: bool, interp: bool) -> np.ndarray:
     """Points of every piece at equal arc-length steps, ``out_offsets`` giving the counts.
 
     ``keep_same``: a piece whose output count equals its input count is copied as recorded.
+    ``interp``: pieces of two or more points in numpy's interpolation arithmetic
+    (:func:`_interp_piece`) instead of the polyline walk below.
     """
     n_pieces = piece_offsets.shape[0] - 1
     out = np.empty((out_offsets[n_pieces], 2), dtype=np.float64)
@@ -75,6 +121,9 @@ def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndar
             for i in range(m):
                 out[o + i, 0] = points[a + i, 0]
                 out[o + i, 1] = points[a + i, 1]
+            continue
+        if interp and b - a >= 2:
+            _interp_piece(points, a, b, out, o, m)
             continue
         out[o, 0] = points[a, 0]
         out[o, 1] = points[a, 1]
@@ -109,23 +158,30 @@ def _fill_kernel(points: np.ndarray, piece_offsets: np.ndarray, lengths: np.ndar
 
 @nb.njit(cache=True, nogil=True)
 def _resample_kernel(points: np.ndarray, piece_offsets: np.ndarray, spacing: np.ndarray,
-                     lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     lengths: np.ndarray, round_up: bool,
+                     interp: bool) -> tuple[np.ndarray, np.ndarray]:
     n_pieces = piece_offsets.shape[0] - 1
     out_offsets = np.zeros(n_pieces + 1, dtype=np.int64)
     for p in range(n_pieces):
         n_in = piece_offsets[p + 1] - piece_offsets[p]
-        out_offsets[p + 1] = out_offsets[p] + _n_out(n_in, lengths[p], spacing[p])
-    return _fill_kernel(points, piece_offsets, lengths, out_offsets, False), out_offsets
+        out_offsets[p + 1] = out_offsets[p] + _n_out(n_in, lengths[p], spacing[p], round_up)
+    return _fill_kernel(points, piece_offsets, lengths, out_offsets, False, interp), out_offsets
 
 
 def resample_pieces(points: np.ndarray, piece_offsets: np.ndarray,
-                    spacing: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+                    spacing: np.ndarray | float, round_up: bool = False,
+                    interp: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Resample every piece at equal arc-length steps.
 
     Args:
         points: (N, 2) float64, pieces contiguous.
         piece_offsets: (P + 1,) int64.
         spacing: scalar or (P,) float64 target step per piece (same units as ``points``).
+        round_up: segment count ``ceil(L / spacing)`` instead of the nearest integer; with
+            ``interp``, numpy's interpolation arithmetic instead of the polyline walk. Both
+            are the recognizer's (:func:`cashg.recognition.features.resample_strokes`), whose
+            trained weights and scores depend on its exact points; preprocessing uses
+            neither.
 
     Returns:
         new points (M, 2) float64 and new piece offsets (P + 1,) int64.
@@ -143,7 +199,7 @@ def resample_pieces(points: np.ndarray, piece_offsets: np.ndarray,
     if not np.all(sp_in > 0):
         raise GeometryShapeError("resample_pieces: spacing must be positive and finite")
     sp = np.broadcast_to(sp_in, (len(offs) - 1,)).copy()
-    return _resample_kernel(pts, offs, sp, piece_lengths(pts, offs))
+    return _resample_kernel(pts, offs, sp, piece_lengths(pts, offs), bool(round_up), bool(interp))
 
 
 def resample_polyline(points: np.ndarray, spacing: float) -> np.ndarray:
@@ -157,7 +213,7 @@ def resample_polyline(points: np.ndarray, spacing: float) -> np.ndarray:
 def _count_at(n_in: np.ndarray, lengths: np.ndarray, spacing: float) -> int:
     total = 0
     for p in range(n_in.shape[0]):
-        total += _n_out(n_in[p], lengths[p], spacing)
+        total += _n_out(n_in[p], lengths[p], spacing, False)
     return total
 
 
@@ -262,4 +318,4 @@ def resample_pieces_to_counts(points: np.ndarray, piece_offsets: np.ndarray,
         raise GeometryShapeError(f"resample_pieces_to_counts: piece {p} of {int(n_in[p])}"
                                  f" point(s) cannot get {int(cnt[p])} (its ends must stay)")
     out_offs = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
-    return _fill_kernel(pts, offs, piece_lengths(pts, offs), out_offs, True), out_offs
+    return _fill_kernel(pts, offs, piece_lengths(pts, offs), out_offs, True, False), out_offs

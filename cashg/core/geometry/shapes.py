@@ -1,5 +1,5 @@
-"""Shape checks at the entry points of the preprocessing geometry (DESIGN.md section 2:
-"geometry is pure numpy, shapes in docstrings").
+"""Shape checks at the entry points of the preprocessing geometry (the geometry is
+numpy / numba with the shapes in the docstrings).
 
 The numba kernels index ``points[i, 0]`` and ``points[i, 1]`` without bounds checks, so a
 malformed input would otherwise pass silently: an ``(N, 3)`` array loses its third column, an
