@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cashg.evaluation.tables import format_value, table2_markdown
-from cashg.training.generate_stage import describe_decoding
+from cashg.generation.outputs import describe_decoding
 
 # defaults of build_report (the demo's benchmarks); the stage passes what params.yaml says
 BENCHMARKS = ("dsd", "deepwriting", "merged")
