@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cashg.evaluation.tables import format_value, table2_markdown
-from cashg.training.generate_stage import describe_decoding
+from cashg.generation.outputs import describe_decoding
 
 _CSM = ("F1_cursive", "CRE", "KGS", "SSS")
 

@@ -20,7 +20,7 @@ its references, as in a test split); otherwise every row has its own random refe
     python scripts/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
         [--throughput-batches 64] [--threads 1]
 
-Runs against any version of ``cashg.sampling`` with ``sample``/``SamplingOptions``/
+Runs against any version of ``cashg.generation.sampling`` with ``sample``/``SamplingOptions``/
 ``encode_texts`` (e.g. an older checkout on ``PYTHONPATH``) for before/after figures.
 """
 
@@ -37,9 +37,9 @@ import torch
 
 from cashg.core.ink import InkFile
 from cashg.core.params import load_section
+from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.model import CASHG, count_parameters
 from cashg.model.presets import MID
-from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"  # 35 characters
 FALLBACK_POINTS = 50

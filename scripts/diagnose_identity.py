@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from cashg.core.config.model import TrainConfig
+from cashg.generation.render import strokes
+from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.losses import gmm_nll
 from cashg.model.checkpoint import load_model
-from cashg.render import strokes
-from cashg.sampling import SamplingOptions, encode_texts, sample
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData
 
 DEFAULT_CHARS = "abcdegkmnorstwyAGT"

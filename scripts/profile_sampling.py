@@ -8,7 +8,7 @@ profiled call and the top ``--rows`` rows of ``key_averages()`` sorted by self C
 
 The numba attention kernels of :mod:`cashg.model.step_attention` are not torch operators; when
 present they are wrapped in ``record_function`` here (only here: no cost in normal runs) so that
-they show up as ``numba::<kernel>`` rows. Runs against any version of ``cashg.sampling`` with
+they show up as ``numba::<kernel>`` rows. Runs against any version of ``cashg.generation.sampling`` with
 ``sample``/``SamplingOptions``/``encode_texts`` (e.g. an older checkout on ``PYTHONPATH``).
 
     python scripts/profile_sampling.py [--batch 64] [--points 50] [--rows 15]
@@ -25,8 +25,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from cashg.core.params import load_section
+from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.model import CASHG
-from cashg.sampling import SamplingOptions, encode_texts, sample
 
 TEXT = "the quick brown fox jumps over it a"
 

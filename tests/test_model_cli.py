@@ -106,16 +106,16 @@ def test_generate_uses_the_checkpoints_number_of_style_references(ckpt, monkeypa
     """Without ``--n-refs`` the CLI conditions on the checkpoint's ``model.style_refs`` (the
     number the model was trained with; TINY: 2 of the folder's 4 images); ``--n-refs``
     overrides it."""
-    import cashg.sampling
+    import cashg.generation.sampling
 
     seen = []
-    real = cashg.sampling.generate_sentences
+    real = cashg.generation.sampling.generate_sentences
 
     def spy(model, texts, refs, opts, **kw):
         seen.append(int(refs.shape[0]))
         return real(model, texts, refs, opts, **kw)
 
-    monkeypatch.setattr(cashg.sampling, "generate_sentences", spy)
+    monkeypatch.setattr(cashg.generation.sampling, "generate_sentences", spy)
     args = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
             "--style-images", str(ckpt / "refs"), "--max-char-points", "4",
             "--out", str(ckpt / "n.h5")]

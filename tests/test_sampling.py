@@ -7,14 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.losses import most_probable_mean
-from cashg.model import CASHG
-from cashg.model.batch import SequenceSample, collate
-from cashg.model.decoder import Restart
-from cashg.model.gmm_head import mixture_from_raw
-from cashg.model.presets import TINY, with_changes
-from cashg.model.step_attention import KeyCounts, attend_one_query
-from cashg.sampling import (
+from cashg.generation.sampling import (
     SamplingOptions,
     choose_points,
     chosen_component,
@@ -23,6 +16,13 @@ from cashg.sampling import (
     generate_sentences,
     sample,
 )
+from cashg.losses import most_probable_mean
+from cashg.model import CASHG
+from cashg.model.batch import SequenceSample, collate
+from cashg.model.decoder import Restart
+from cashg.model.gmm_head import mixture_from_raw
+from cashg.model.presets import TINY, with_changes
+from cashg.model.step_attention import KeyCounts, attend_one_query
 
 torch.set_num_threads(1)
 TEXTS = ["hello there", "hi", "a b"]

@@ -384,7 +384,7 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
     assert (out / "dvclive" / "plots" / "metrics" / "train" / "char" / "mdn.tsv").is_file()
     assert list((out / "dvclive" / "plots" / "images").rglob("*.png"))
     gen = tmp_path / "gen"
-    r = run_module(["cashg.training.generate_stage", "--checkpoint", str(out / "model.pt"),
+    r = run_module(["cashg.generation.stage", "--checkpoint", str(out / "model.pt"),
                     "--gt", str(subsets / "test" / "gt.h5"), "--style",
                     str(subsets / "test" / "style.h5"), "--out", str(gen), "--params",
                     str(params), "--device", "cpu", "--no-progress"])
@@ -415,8 +415,8 @@ def test_train_and_generate_stages_end_to_end(subsets, tmp_path):
 def test_generate_split_batches_by_length_and_keeps_the_id_order(subsets):
     """Batches are formed from the length-sorted sentences, the outputs come back in sorted-id
     order (each with its own text and writer) and a second run gives the same points."""
+    from cashg.generation.split import generate_split
     from cashg.model import CASHG
-    from cashg.training.generate_stage import generate_split
 
     torch.manual_seed(0)
     model = CASHG(TINY).eval()
@@ -437,18 +437,18 @@ def test_generate_split_batches_by_length_and_keeps_the_id_order(subsets):
 def test_generate_split_uses_the_models_number_of_style_references(subsets, monkeypatch, refs):
     """Generation conditions on the checkpoint's ``model.style_refs`` references (the number the
     model was trained with; the writers have 4 images: 3 evenly spaced or 6 cyclically)."""
-    import cashg.sampling
+    import cashg.generation.sampling
+    from cashg.generation.split import generate_split
     from cashg.model import CASHG
-    from cashg.training.generate_stage import generate_split
 
     seen = []
-    real = cashg.sampling.sample
+    real = cashg.generation.sampling.sample
 
     def spy(model, cps, mask, style, opts):
         seen.append(tuple(style.shape))
         return real(model, cps, mask, style, opts)
 
-    monkeypatch.setattr(cashg.sampling, "sample", spy)
+    monkeypatch.setattr(cashg.generation.sampling, "sample", spy)
     cfg = dataclasses.replace(TINY, style_refs=refs)
     torch.manual_seed(0)
     model = CASHG(cfg).eval()

@@ -1,1 +1,16 @@
-"""``cashg generate``: handwriting for a text in a writer's style."""
+"""Generation: handwriting written by a trained model (paper Sec. 3.2 and 4), one concern per
+module.
+
+- :mod:`~cashg.generation.sampling`: the fully autoregressive sampler (key/value cache);
+- :mod:`~cashg.generation.options`: the ``cashg generate`` flags, derived from the one
+  sampling-options type :class:`~cashg.core.config.model.SamplingOptions`;
+- :mod:`~cashg.generation.inputs`: style reference images, unknown characters;
+- :mod:`~cashg.generation.render`: drawing ink (PNG, SVG, InkML);
+- :mod:`~cashg.generation.outputs`: writing generated lines, the generate stage's outputs and
+  the record of their decoding;
+- :mod:`~cashg.generation.split`: a held-out split written again by the model;
+- :mod:`~cashg.generation.stage`: the DVC generate stage (``python -m cashg.generation.stage``);
+- :mod:`~cashg.generation.cli`: ``cashg generate``.
+
+The model never imports from here; generation imports the model.
+"""

@@ -19,10 +19,13 @@ import argparse
 import sys
 from pathlib import Path
 
-FORMATS = (".png", ".svg", ".inkml", ".h5")
+from cashg.generation.options import add_option_arguments, options_from_args
+from cashg.generation.outputs import FORMATS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``cashg generate``; the sampling ones derived from
+    :class:`~cashg.core.config.model.SamplingOptions` (:mod:`cashg.generation.options`)."""
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
     parser.add_argument("--text", required=True, action="append",
                         help="text to write (repeat for several lines)")
@@ -35,94 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              " the number it was trained with)")
     parser.add_argument("--out", required=True, type=Path,
                         help="output file: .png, .svg, .inkml or .h5 (cashg-ink)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--greedy", action="store_true", help="most probable points, no sampling")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--bias", type=float, default=0.0, help="sampling bias (>0 = neater)")
-    parser.add_argument("--max-char-points", type=int, default=100)
     parser.add_argument("--strict", action="store_true",
                         help="fail on characters not in the training inventory")
     parser.add_argument("--device", default="cpu")
-
-
-def _select(images, n: int):
-    import numpy as np
-
-    if len(images) <= n:
-        return images
-    return images[np.linspace(0, len(images) - 1, n).round().astype(int)]
-
-
-def load_style_folder(folder: Path, size: int, n_refs: int):
-    """(R, size, size) float32 in [0, 1], background 0, ink 1, from the PNGs of ``folder``."""
-    import numpy as np
-    from PIL import Image
-
-    files = sorted(p for p in folder.glob("*") if p.suffix.lower() == ".png")
-    if not files:
-        raise ValueError(f"{folder}: no .png style images")
-    out = []
-    for f in files:
-        try:
-            with Image.open(f) as im:
-                g = np.asarray(im.convert("L").resize((size, size), Image.BILINEAR), np.float32)
-        except OSError as exc:
-            raise ValueError(f"{f}: not a readable image ({exc})") from exc
-        g = g / 255.0
-        if g.mean() > 0.5:  # light background: make ink bright
-            g = 1.0 - g
-        out.append(g)
-    return _select(np.stack(out), n_refs)
-
-
-def load_style_h5(path: Path, writer: str, size: int, n_refs: int):
-    """(R, size, size) float32 from a subsets ``style.h5`` (uint8, background 0, ink 255)."""
-    import numpy as np
-
-    from cashg.core.subsets.readers import StyleReader
-
-    reader = StyleReader(path)
-    by_writer = reader.indices_by_writer()
-    if writer not in by_writer or not len(by_writer[writer]):
-        raise ValueError(f"{path}: no reference images for writer {writer!r}")
-    images = reader.writer_images(writer).astype(np.float32) / 255.0
-    reader.close()
-    if images.shape[1:] != (size, size):
-        raise ValueError(f"{path}: images are {images.shape[1:]}, the model needs {size}x{size}")
-    return _select(images, n_refs)
-
-
-def write_output(sentences, out: Path) -> None:
-    from cashg.core.ink import write_ink
-    from cashg.render import render_inkml, render_png, render_svg
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    ext = out.suffix.lower()
-    if ext == ".png":
-        render_png(sentences, out)
-    elif ext == ".svg":
-        render_svg(sentences, out)
-    elif ext == ".inkml":
-        render_inkml(sentences, out)
-    elif ext == ".h5":
-        write_ink(out, sentences)
-    else:
-        raise ValueError(f"{out}: unsupported extension (use one of {', '.join(FORMATS)})")
-
-
-def unknown_characters(texts: list[str], inventory: list[str] | None) -> list[str]:
-    """Sorted characters of ``texts`` missing from ``inventory`` (none when no inventory)."""
-    if inventory is None:
-        return []
-    known = set(inventory)
-    return sorted({c for t in texts for c in t} - known)
+    add_option_arguments(parser)  # the SamplingOptions fields: --seed, --greedy, ...
 
 
 def run(args: argparse.Namespace) -> int:
+    """Generate the ``--text`` lines and write them to ``--out``; 0, or 1/2 on bad input."""
     import torch
 
+    from cashg.generation import sampling
+    from cashg.generation.inputs import load_style_folder, load_style_h5, unknown_characters
+    from cashg.generation.outputs import write_output
     from cashg.model.checkpoint import load_model
-    from cashg.sampling import SamplingOptions, generate_sentences
 
     if args.out.suffix.lower() not in FORMATS:
         print(f"cashg generate: {args.out}: unsupported extension (use one of "
@@ -155,10 +84,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
-    opts = SamplingOptions(greedy=args.greedy, temperature=args.temperature, bias=args.bias,
-                           max_char_points=args.max_char_points, seed=args.seed)
-    sentences = generate_sentences(model, list(args.text), torch.from_numpy(refs), opts,
-                                   writer_id=str(writer))
+    sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
+                                            options_from_args(args), writer_id=str(writer))
     write_output(sentences, args.out)
     print(f"cashg generate: wrote {len(sentences)} line(s) to {args.out}", file=sys.stderr)
     return 0

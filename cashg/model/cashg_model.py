@@ -3,7 +3,7 @@
 ``CASHG.forward(batch)`` runs teacher-forced decoding of every character window of a
 :class:`~cashg.model.batch.CharSequenceBatch` at once (windows flattened over batch and
 character positions) and returns mixture parameters per target point (B, S, T).
-Autoregressive sampling lives in :mod:`cashg.sampling`. Nothing here imports training code.
+Autoregressive sampling lives in :mod:`cashg.generation.sampling`. Nothing here imports training code.
 """
 
 from __future__ import annotations
@@ -65,11 +65,32 @@ class CASHG(nn.Module):
         window_mask: torch.Tensor | None = None,  # (B, S) characters that get a window
     ) -> Windows:
         """Pack ``[e~_{s-1}, y_{s-1}, e~_s, y_{s,1:T-1}]`` for every valid character (of
-        ``window_mask``, default ``char_mask``; a predecessor needs no window of its own)."""
-        b, s, t = pen.shape
+        ``window_mask``, default ``char_mask``; a predecessor needs no window of its own):
+        the points embedded (:meth:`BiSWTDecoder.embed_chars`), then :meth:`assemble_windows`."""
+        points = self.decoder.embed_chars(deltas, pen)  # (B, S, T, D)
+        return self.assemble_windows(identity, points, point_mask.sum(-1), char_mask,
+                                     window_mask)
+
+    def assemble_windows(
+        self,
+        identity: torch.Tensor,  # (B, S, D) identity embeddings e~
+        points: torch.Tensor,  # (B, S, T, D) embedded trajectory points, left aligned
+        n_pts: torch.Tensor,  # (B, S) long, points of each character
+        char_mask: torch.Tensor,  # (B, S)
+        window_mask: torch.Tensor | None = None,  # (B, S) characters that get a window
+    ) -> Windows:
+        """The Bi-SWT windows (paper Sec. 3.2) of already embedded points: for every character
+        ``s`` of ``window_mask`` (default ``char_mask``), ``[e~_{s-1}, y_{s-1,1:n}, e~_s,
+        y_{s,1:n-1}]`` (only ``[e~_s, ...]`` for ``s = 0`` or with ``bi_swt`` off), each token
+        plus its segment embedding (predecessor / current) and, with
+        ``identity_every_token``, each trajectory token plus its own character's identity;
+        left aligned, padding zeros. The one window builder: teacher forcing
+        (:meth:`build_windows`) and the uncached sampler (which passes a two-character
+        "sentence" [previous, current] per row, the current one with its points so far plus
+        one never-read slot) both call it."""
+        b, s, t = points.shape[:3]
         d = identity.shape[-1]
         dev = identity.device
-        n_pts = point_mask.sum(-1)  # (B, S)
         bw, sw = (char_mask if window_mask is None else window_mask & char_mask).nonzero(
             as_tuple=True)  # (W,)
         s_prev = (sw - 1).clamp(min=0)
@@ -86,8 +107,8 @@ class CASHG(nn.Module):
         n_id = b * s
         idx = torch.where(pt < 0, flat_char, n_id + flat_char * t + pt.clamp(min=0))
         idx = torch.where(valid, idx, n_id + n_id * t)  # padding -> the zero row
-        points = self.decoder.embed_chars(deltas, pen).reshape(n_id * t, d)
-        bank = torch.cat([identity.reshape(n_id, d), points, identity.new_zeros(1, d)])
+        bank = torch.cat([identity.reshape(n_id, d), points.reshape(n_id * t, d),
+                          identity.new_zeros(1, d)])
         tokens = bank[idx] + self.decoder.segment((~in_prev).long()) * valid[..., None]
         if self.cfg.identity_every_token:  # the identity of each trajectory token's character
             own = identity.reshape(n_id, d)[flat_char]  # (W, L, D)

@@ -100,7 +100,7 @@ def sample_lines_from_test(test_dir: Path, n: int, max_chars: int, n_refs: int, 
     """Up to ``n`` ``(text, refs (R, S, S), writer)`` from the test split: the first sentence of
     each of the first ``n`` writers (sorted ids), cut at a word end within ``max_chars``."""
     from cashg.core.ink import InkFile
-    from cashg.generation.cli import load_style_h5
+    from cashg.generation.inputs import load_style_h5
 
     gt, style = test_dir / "gt.h5", test_dir / "style.h5"
     if n <= 0 or not gt.is_file() or not style.is_file():

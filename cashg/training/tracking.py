@@ -225,9 +225,9 @@ def _replay_image(image: tuple[int, str, bytes], tracker: Tracker, out_dir: Path
 def render_samples(model: torch.nn.Module, lines: list[tuple[str, np.ndarray, str]],
                    path: Path, seed: int) -> None:
     """Generate each ``(text, style refs (R, S, S) in [0, 1], writer)`` and render one PNG
-    (one row per line), with :func:`cashg.sampling.generate_sentences` (fixed seed)."""
-    from cashg.render import render_png
-    from cashg.sampling import SamplingOptions, generate_sentences
+    (one row per line), with :func:`cashg.generation.sampling.generate_sentences` (fixed seed)."""
+    from cashg.generation.render import render_png
+    from cashg.generation.sampling import SamplingOptions, generate_sentences
 
     sentences = []
     for i, (text, refs, writer) in enumerate(lines):

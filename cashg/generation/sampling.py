@@ -6,7 +6,7 @@ at the next step, without waiting for the other rows. Each step generates one po
 row still writing. The decoder window of row ``b`` at character ``s`` is
 ``[e~_{s-1}, y_{s-1}, e~_s, y_s(points so far)]`` where ``y_{s-1}`` is the row's OWN output
 for its previous character (only ``[e~_s, ...]`` for ``s = 0`` or with ``bi_swt`` off; paper
-Sec. 3.2), with exactly the tokens of teacher forcing (:meth:`CASHG.build_windows`: segment
+Sec. 3.2), with exactly the tokens of teacher forcing (:meth:`CASHG.assemble_windows`: segment
 embeddings, and with ``identity_every_token`` / ``point_position`` each trajectory token's
 character identity and in-character pen position).
 
@@ -18,8 +18,13 @@ appends ``e~_s``. The style references are encoded once per call and once per di
 (sentences of one writer share them), and so are the cross-attention keys/values.
 Rows that have finished their last character are dropped from the step whenever they make up a
 quarter of it. Without the cache (reference mode, ``use_cache=False``) every step re-runs the
-whole window of every row through :meth:`BiSWTDecoder.forward`; the two modes give the same
-points (up to float rounding).
+whole window of every row, built by the model's own window builder
+(:meth:`CASHG.assemble_windows`), through :meth:`BiSWTDecoder.forward`; the two modes give the
+same points (up to float rounding).
+
+The options (:class:`~cashg.core.config.model.SamplingOptions`) are defined once, in the
+contracts layer: the ``generate`` params section extends them, ``cashg generate`` derives its
+flags from them (:mod:`cashg.generation.options`).
 
 A character ends at the first point whose pen state is CURSIVE_EOC or EOC, or after
 ``max_char_points`` points (then its last point is labelled EOC and the character is counted in
@@ -52,6 +57,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import Restart
@@ -60,19 +66,7 @@ from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 CURSIVE_EOC, EOC = 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
 COMPACT_BELOW = 0.75  # drop finished rows from the step once fewer than this share is live
-
-
-@dataclass(frozen=True)
-class SamplingOptions:
-    greedy: bool = False
-    temperature: float = 1.0
-    bias: float = 0.0
-    max_char_points: int = 100  # the English per-character point cap of preprocessing
-    seed: int = 0
-    use_cache: bool = True
-    # end-of-character states are impossible before this many points (their probability is
-    # set to 0); min = max forces a fixed number of points per character (benchmarks)
-    min_char_points: int = 1
+DEFAULTS = SamplingOptions()  # the default sampling options (frozen)
 
 
 @dataclass
@@ -165,7 +159,7 @@ def sample(
     codepoints: torch.Tensor,  # (B, S) long, valid characters first
     char_mask: torch.Tensor,  # (B, S) bool
     style_images: torch.Tensor,  # (B, R, H, W)
-    opts: SamplingOptions = SamplingOptions(),
+    opts: SamplingOptions = DEFAULTS,
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards)."""
@@ -194,6 +188,7 @@ class _Rows:
                  style_images: torch.Tensor, opts: SamplingOptions):
         dec = model.decoder
         self.dec, self.bi_swt = dec, model.cfg.bi_swt
+        self.windows = model.assemble_windows  # the window builder of teacher forcing
         self.every_token = model.cfg.identity_every_token
         b = codepoints.shape[0]
         dev = codepoints.device
@@ -247,26 +242,30 @@ class _Rows:
 
     def _hidden_uncached(self) -> torch.Tensor:
         """Reference mode: the whole window ``[e~_{s-1}, y_{s-1}, e~_s, y_s[:t]]`` of every row,
-        right padded, through :meth:`BiSWTDecoder.forward` (tokens as in build_windows)."""
-        w, d = self.x.shape
-        n_prev = torch.where((self.char > 0) & self.bi_swt, 1 + self.prev_len, 0)  # (W,)
-        length = n_prev + 1 + self.t  # (W,)
-        tp, tc = int(self.prev_len.max()), int(self.t.max())
-        prev = self.prev_p[:, :tp] + self.seg_prev  # (W, Tp, D)
-        cur = self.cur_p[:, :tc] + self.seg_cur  # (W, Tc, D)
-        if self.every_token:
-            prev, cur = prev + self.e_prev[:, None], cur + self.e_cur[:, None]
-        bank = torch.cat([(self.e_prev + self.seg_prev)[:, None], prev,
-                          (self.e_cur + self.seg_cur)[:, None], cur, self.x.new_zeros(w, 1, d)],
-                         dim=1)  # (W, Tp + Tc + 3, D), the last row is padding
-        j = torch.arange(int(length.max()), device=self.x.device)[None]  # (1, L)
-        idx = torch.where(j < n_prev[:, None], j, 1 + tp + (j - n_prev[:, None]))
-        idx = torch.where(j < length[:, None], idx, bank.shape[1] - 1)  # (W, L)
-        tokens = torch.gather(bank, 1, idx[..., None].expand(-1, -1, d))  # (W, L, D)
+        built by the model's own window builder (:meth:`CASHG.assemble_windows`, as in teacher
+        forcing) and run through :meth:`BiSWTDecoder.forward`.
+
+        Each row is a two-character "sentence": [previous, current] with its window on the
+        current one (slot 1), or [current] alone (slot 0) at its first character. The current
+        character gets ``t + 1`` points, its points so far and one slot that the builder
+        leaves out (in teacher forcing, the last point predicts nothing)."""
+        has_prev = self.char > 0  # (W,) the row's current character sits in slot 1
+        n_cur = self.t + 1  # (W,)
+        n = max(int(self.prev_len.max()), int(n_cur.max()))
+        prev, cur = self.prev_p[:, :n], self.cur_p[:, :n]  # (W, n, D) each
+        hp = has_prev[:, None]  # (W, 1)
+        identity = torch.stack([torch.where(hp, self.e_prev, self.e_cur),
+                                torch.where(hp, self.e_cur, 0.0)], 1)  # (W, 2, D)
+        points = torch.stack([torch.where(hp[..., None], prev, cur),
+                              torch.where(hp[..., None], cur, 0.0)], 1)  # (W, 2, n, D)
+        n_pts = torch.stack([torch.where(has_prev, self.prev_len, n_cur),
+                             torch.where(has_prev, n_cur, 0)], 1)  # (W, 2)
+        window = torch.stack([~has_prev, has_prev], 1)  # (W, 2) one window per row
+        win = self.windows(identity, points, n_pts, torch.ones_like(window), window)
         context = self.dec.window_context(self.ctx, self.char_mask, self.ids, self.char)
-        h, _ = self.dec(tokens, j.expand(w, -1), j < length[:, None], self.mem_kv,
-                        self.m_ctx[:, None].expand(-1, j.shape[1], -1), context)
-        return h[self.rows, n_prev + self.t]  # (W, D)
+        m_ctx = self.m_ctx[:, None].expand(-1, win.tokens.shape[1], -1)  # (W, L, D)
+        h, _ = self.dec(win.tokens, win.positions, win.valid, self.mem_kv, m_ctx, context)
+        return h[self.rows, win.first_out + self.t]  # (W, D) at y_{s,t} (e~_s when t = 0)
 
     def advance(self, delta: torch.Tensor, pen: torch.Tensor) -> bool:
         """Append each row's new point, deltas (W, 2) and final pen states (W,); rows whose
@@ -397,7 +396,7 @@ def generate_sentences(
     model: CASHG,
     texts: list[str],
     style_images: torch.Tensor,  # (B, R, H, W) or (R, H, W) shared by all texts
-    opts: SamplingOptions = SamplingOptions(),
+    opts: SamplingOptions = DEFAULTS,
     writer_id: str = "",
     id_prefix: str = "gen",
 ) -> list[InkSentence]:
