@@ -132,3 +132,54 @@ def test_checker_finds_a_planted_violation(tmp_path):
     assert graph == {"cashg.core.x": {"cashg.training.y"}, "cashg.training.y": {"cashg.core.x"}}
     assert _violations(graph, "cashg.core", lambda m: _in(m, "cashg.core"),
                        lambda m: True) == ["cashg.core.x -> cashg.training.y"]
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
+def _stage_entry_module(cmd: str) -> str | None:
+    """The module a dvc.yaml command runs: ``python -m X`` or a ``cashg SUBCOMMAND``."""
+    from cashg.cli import SUBCOMMANDS
+
+    words = cmd.split()
+    if words[:2] == ["python", "-m"]:
+        return words[2]
+    if words[0] == "cashg":
+        return SUBCOMMANDS[words[1]][0]
+    return None
+
+
+def test_every_stage_depends_on_the_code_it_runs(graph):
+    """A stage's code dependencies (dvc.yaml ``deps``) cover every project module its command
+    imports, directly or not, so that DVC and Snakemake rerun it when that code changes."""
+    import yaml
+
+    modules = _project_modules()
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    missing = []
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        entry = _stage_entry_module(body["cmd"])
+        assert entry in graph, f"{name}: cannot tell which module {body['cmd']!r} runs"
+        deps = [str(d) for d in body.get("deps", []) if not str(d).startswith(("results", "$"))]
+        for module in sorted(_closure(graph, entry)):
+            path = modules[module].relative_to(ROOT).as_posix()
+            if not module.startswith("workflow") and not any(
+                    path == d or path.startswith(d.rstrip("/") + "/") for d in deps):
+                missing.append(f"{name}: {path}")
+    assert missing == []
+
+
+@pytest.mark.parametrize("above", ["cashg.training", "cashg.evaluation", "cashg.report",
+                                   "cashg.cli"])
+def test_generation_imports_nothing_above_it(graph, above):
+    """Training draws sample lines with the generation code, never the other way round."""
+    assert _violations(graph, "cashg.generation", lambda m: False,
+                       lambda m: _in(m, above)) == []

@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from cashg.core.geometry.normalize import normalize_height_lenient  # noqa: E402
 from cashg.core.ink import InkSentence
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
-from cashg.render import ink_mask, strokes  # noqa: E402
+from cashg.generation.render import ink_mask, strokes  # noqa: E402
 
 __all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
 

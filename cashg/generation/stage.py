@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from cashg.generation.outputs import decoding_record, describe_decoding, write_split_outputs
     from cashg.generation.split import generate_split
     from cashg.model.checkpoint import CheckpointError, load_model
-    from cashg.training.distributed import resolve_device
+    from cashg.model.device import resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -3,7 +3,7 @@
 Launch (one process per GPU; ``torchrun`` sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_*)::
 
     torchrun --standalone --nproc_per_node 4 -m cashg.training.stage \\
-        --benchmark merged --out results/train/merged --device cuda
+        --experiment merged --out results/train/merged --device cuda
 
 Backends: NCCL on CUDA (process ``LOCAL_RANK`` uses ``cuda:LOCAL_RANK``), gloo on CPU. A
 single process without torchrun variables runs without a process group. Rank 0 writes
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from cashg.model.device import resolve_device
 
 
 @dataclass(frozen=True)
@@ -33,17 +35,6 @@ class DistInfo:
     @property
     def distributed(self) -> bool:
         return self.world > 1
-
-
-def resolve_device(flag: str, local_rank: int = 0) -> torch.device:
-    """``auto`` = CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
-    if flag not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"--device must be auto, cpu or cuda (got {flag!r})")
-    if flag == "cuda" or (flag == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda: no CUDA device is available")
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
 
 
 def init_distributed(device_flag: str = "auto") -> DistInfo:
