@@ -382,13 +382,10 @@ def _split_gt(path, split, sentences, bench="b"):
     return path
 
 
-def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, capsys):
-    """`cashg evaluate --exclusions-from-gt` decides the exclusion record from --gt itself
-    (the ablation's validation split, which evaluate_gt does not cover), writes it next to
-    the outputs and applies it; a record of another split is refused under every protocol,
-    also one that excludes nothing."""
-    import argparse
-
+def _validation_test_and_record(tmp_path, test_sentences):
+    """A corpus written as prediction, a validation GT whose sentence s1 is broken, a test GT of
+    ``test_sentences``, a params file (the repo's, no plots) and the test record evaluate_gt
+    decided: ``(corpus, val, test, params, record)``."""
     import yaml
 
     from cashg.evaluation import stage
@@ -396,8 +393,7 @@ def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, caps
     corpus = _corpus()
     val = _split_gt(tmp_path / "validation" / "gt.h5", "validation",
                     [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
-    test = _split_gt(tmp_path / "test" / "gt.h5", "test",
-                     [_sentence(f"t{i}", "w9", "the end", 10 + i) for i in range(3)])
+    test = _split_gt(tmp_path / "test" / "gt.h5", "test", test_sentences(corpus))
     write_ink(tmp_path / "pred.h5", corpus)
     repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
     repo_params["evaluate"].update(plot_sentences=0)
@@ -405,7 +401,18 @@ def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, caps
     params.write_text(yaml.safe_dump(repo_params))
     assert stage.main(["--gt", str(test), "--out", str(tmp_path / "gt_eval"), "--params",
                        str(params), "--no-progress"]) == 0
-    test_record = tmp_path / "gt_eval" / "exclusions.json"
+    return corpus, val, test, params, tmp_path / "gt_eval" / "exclusions.json"
+
+
+def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, capsys):
+    """`cashg evaluate --exclusions-from-gt` decides the exclusion record from --gt itself
+    (the ablation's validation split, which evaluate_gt does not cover), writes it next to
+    the outputs and applies it; a record of another split is refused under every protocol,
+    also one that excludes nothing."""
+    import argparse
+
+    corpus, val, _, params, test_record = _validation_test_and_record(
+        tmp_path, lambda _: [_sentence(f"t{i}", "w9", "the end", 10 + i) for i in range(3)])
 
     def cli(out, protocol, *extra):
         parser = argparse.ArgumentParser()
@@ -436,8 +443,6 @@ def test_exclusions_from_gt_decide_the_record_of_the_scored_split(tmp_path, caps
         cli("both", "merged", "--exclusions", str(test_record), "--exclusions-from-gt")
 
 
-
-
 def test_test_exclusions_apply_the_test_record_or_decide_from_the_split(tmp_path):
     """The evaluate stage's --test-exclusions: on the test split the evaluate_gt record is
     applied and copied to OUT/exclusions.json byte for byte; on another split the record is
@@ -445,23 +450,8 @@ def test_test_exclusions_apply_the_test_record_or_decide_from_the_split(tmp_path
     import argparse
     import shutil
 
-    import yaml
-
-    from cashg.evaluation import stage
-
-    corpus = _corpus()
-    val = _split_gt(tmp_path / "validation" / "gt.h5", "validation",
-                    [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
-    test = _split_gt(tmp_path / "test" / "gt.h5", "test",
-                     [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
-    write_ink(tmp_path / "pred.h5", corpus)
-    repo_params = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
-    repo_params["evaluate"].update(plot_sentences=0)
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(repo_params))
-    assert stage.main(["--gt", str(test), "--out", str(tmp_path / "gt_eval"), "--params",
-                       str(params), "--no-progress"]) == 0
-    record = tmp_path / "gt_eval" / "exclusions.json"
+    corpus, val, test, params, record = _validation_test_and_record(
+        tmp_path, lambda corpus: [_broken(s) if s.sentence_id == "s1" else s for s in corpus])
     # the evaluate_gt record stays what the test split's evaluations read
     shutil.copyfile(record, tmp_path / "record_before.json")
 
