@@ -43,6 +43,7 @@ def add_option_arguments(parser: argparse.ArgumentParser, cls: type = SamplingOp
         if "default" not in (action.help or ""):  # some Pythons' boolean action adds it
             action.help = f"{action.help} (default: {f.default})".lstrip()
 
+
 def options_from_args(args: argparse.Namespace, cls: type[T] = SamplingOptions) -> T:
     """The ``cls`` of the parsed flags (fields without a flag keep their defaults)."""
     given = vars(args)
