@@ -31,13 +31,7 @@ from typing import get_args
 
 import numpy as np
 
-from cashg.core.config.data import (
-    DatasetConfig,
-    DeskewConfig,
-    PointDensity,
-    PreprocessConfig,
-    RdpConfig,
-)
+from cashg.core.config.data import DatasetConfig, PointDensity, PreprocessConfig
 from cashg.core.geometry import (
     GeometryShapeError,
     capped_counts,
@@ -67,17 +61,23 @@ POINT_DENSITY_POLICIES = get_args(PointDensity)
 
 @dataclass(frozen=True)
 class RecordSettings:
-    """Everything :func:`preprocess_record` needs for one dataset (see :func:`settings_for`):
-    the ``preprocess`` params resolved for the dataset's format and language."""
+    """Everything :func:`preprocess_record` needs for one dataset (see :func:`settings_for`)."""
 
     dataset_key: str
-    deskew: bool = True  # resolved from preprocess.deskew.formats / .datasets
-    deskew_limits: DeskewConfig = DeskewConfig()  # its angle and confidence guards
+    deskew: bool = True
+    deskew_min_deg: float = 2.0
+    deskew_max_deg: float = 45.0
+    deskew_min_length: float = 4.0
+    deskew_max_disagreement_deg: float = 5.0
     resample: bool = True
     resample_spacing: float = 0.04
-    max_points_per_char: int = 100  # the dataset's language's entry
-    point_density: PointDensity = "resample"  # the dataset's language's policy (module docstring)
-    rdp: RdpConfig = RdpConfig()
+    max_points_per_char: int = 100
+    point_density: PointDensity = "resample"  # see the module docstring
+    rdp: bool = True
+    rdp_epsilon: float = 0.006
+    rdp_min_points: int = 10
+    rdp_max_halvings: int = 5
+    rdp_max_removed_fraction: float = 0.5
     review: ReviewSettings = ReviewSettings()
     space_points: bool = True
 
@@ -102,12 +102,19 @@ def settings_for(key: str, dataset: DatasetConfig, cfg: PreprocessConfig) -> Rec
     return RecordSettings(
         dataset_key=key,
         deskew=bool(deskew_on),
-        deskew_limits=cfg.deskew,
+        deskew_min_deg=cfg.deskew.min_deg,
+        deskew_max_deg=cfg.deskew.max_deg,
+        deskew_min_length=cfg.deskew.min_length,
+        deskew_max_disagreement_deg=cfg.deskew.max_disagreement_deg,
         resample=cfg.resample,
         resample_spacing=cfg.resample_spacing,
         max_points_per_char=int(cfg.max_points_per_char[dataset.language]),
         point_density=policy,
-        rdp=cfg.rdp,
+        rdp=cfg.rdp.enabled,
+        rdp_epsilon=cfg.rdp.epsilon,
+        rdp_min_points=cfg.rdp.min_points,
+        rdp_max_halvings=cfg.rdp.max_halvings,
+        rdp_max_removed_fraction=cfg.rdp.max_removed_fraction,
         review=ReviewSettings(
             strict=dataset.language in cfg.review.strict_languages,
             boundary_tolerance=cfg.review.boundary_tolerance,
@@ -193,9 +200,8 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
 
     angle, deskew_skip = 0.0, "disabled"
     if s.deskew:
-        lim = s.deskew_limits
-        angle, deskew_skip = skew_estimate(xy, lim.min_deg, lim.max_deg, lim.min_length,
-                                           lim.max_disagreement_deg)
+        angle, deskew_skip = skew_estimate(xy, s.deskew_min_deg, s.deskew_max_deg,
+                                           s.deskew_min_length, s.deskew_max_disagreement_deg)
         if angle != 0.0:
             xy = rotate(xy, -angle, xy.mean(axis=0))
     height = float(xy[:, 1].max() - xy[:, 1].min())
@@ -249,11 +255,11 @@ def _preprocess_record(record: InkRecord, s: RecordSettings, trace: bool) -> Rec
     # without RDP (DSD, paper Sec. 4.1). Pen states sit on piece ends, which RDP keeps.
     n_rdp_chars = 0
     rdp_keep = np.ones(len(pts), dtype=bool)
-    rdp_on = s.rdp.enabled and not cap_policy
+    rdp_on = s.rdp and not cap_policy
     if rdp_on:
         rdp_keep, eps_used = weak_rdp_mask(pts, offs, char_piece_offsets,
-                                           s.rdp.epsilon * height, s.rdp.min_points,
-                                           s.rdp.max_halvings, s.rdp.max_removed_fraction)
+                                           s.rdp_epsilon * height, s.rdp_min_points,
+                                           s.rdp_max_halvings, s.rdp_max_removed_fraction)
         n_rdp_chars = int((eps_used > 0).sum())
     if tr is not None:
         kept_per_piece = np.add.reduceat(rdp_keep.astype(np.int64), offs[:-1]) \

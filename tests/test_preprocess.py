@@ -8,7 +8,6 @@ import h5py
 import numpy as np
 import pytest
 
-from cashg.core.config.data import RdpConfig
 from cashg.core.ink import read_ink
 from cashg.core.pen_states import insert_spaces, label_pen_states
 from cashg.core.record_store import write_records
@@ -264,7 +263,7 @@ def test_stage_end_to_end_and_deterministic(tmp_path):
 def test_points_per_char_cap():
     long = _rec([_line(2000, 0, dx=0.3)], [np.arange(2000)], "a")
     s = preprocess_record(long, RecordSettings("t", deskew=False, max_points_per_char=100,
-                                               rdp=RdpConfig(enabled=False))).sentence
+                                               rdp=False)).sentence
     assert len(s.points) <= 100
 
 
@@ -424,7 +423,7 @@ def test_english_keeps_resample_policy():
     from preprocessing.preprocess import settings_for
 
     settings = settings_for("iam", DatasetConfig("iam_ondb", "x"), PreprocessConfig())
-    assert settings.point_density == "resample" and settings.rdp.enabled and settings.resample
+    assert settings.point_density == "resample" and settings.rdp and settings.resample
     assert settings == RecordSettings("iam", deskew=True)  # the pre-policy defaults
     for rec in _records(3)[:3]:
         a = preprocess_record(rec, settings)
@@ -481,7 +480,7 @@ def test_resample_rdp_figure_with_steps_off(tmp_path):
     from preprocessing.figures import plot_resample_rdp
 
     rec = _records(1)[0]
-    res = preprocess_record(rec, RecordSettings("t", resample=False, rdp=RdpConfig(enabled=False)), trace=True)
+    res = preprocess_record(rec, RecordSettings("t", resample=False, rdp=False), trace=True)
     assert res.trace["density_label"] == "as recorded (resampling and RDP off)"
     np.testing.assert_array_equal(res.trace["simplified"], res.trace["deskewed"])
     plot_resample_rdp(res.trace, rec.text, "t", tmp_path / "f.png")
