@@ -485,3 +485,17 @@ def test_resample_rdp_figure_with_steps_off(tmp_path):
     np.testing.assert_array_equal(res.trace["simplified"], res.trace["deskewed"])
     plot_resample_rdp(res.trace, rec.text, "t", tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_record_settings_survive_the_process_pool():
+    """The preprocess stage sends each worker its RecordSettings (``--workers`` > 1 spawns
+    processes): the settings resolved from params must pickle and come back equal."""
+    import pickle
+
+    from cashg.core.config.data import DatasetConfig, PreprocessConfig
+    from cashg.core.typed import build
+    from preprocessing.preprocess import settings_for
+
+    cfg = build(PreprocessConfig, {"deskew": {"datasets": {"iam": True}}})  # as params.yaml
+    settings = settings_for("iam", DatasetConfig("iam_ondb", "x"), cfg)
+    assert pickle.loads(pickle.dumps(settings)) == settings

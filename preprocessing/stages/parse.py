@@ -19,7 +19,6 @@ with a message naming the dataset, the leading drop reasons and the fix where on
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -31,6 +30,7 @@ from cashg.core.params import load_section
 from cashg.core.record_store import write_records
 from cashg.core.records import InkRecord
 from preprocessing.review import LowYieldError, ReviewReport, check_yield
+from preprocessing.stages.args import dataset_stage_parser
 from preprocessing.summary import PARSE_KEYS, record_statistics
 
 
@@ -61,10 +61,7 @@ def run_parse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="dataset key under datasets: in params")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (created)")
-    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser = dataset_stage_parser(__doc__)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="process pool size (a runtime knob, not a param; default 2)")
     args = parser.parse_args(argv)

@@ -15,7 +15,6 @@ reasons and the fix (e.g. ``unsegmented``: set ``datasets.KEY.segmentation``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,14 +26,11 @@ from cashg.core.record_store import RecordStore
 from preprocessing.figures import plot_deskew, plot_resample_rdp
 from preprocessing.preprocess import preprocess_record, preprocess_store, settings_for
 from preprocessing.review import LowYieldError, ReviewReport, check_yield
+from preprocessing.stages.args import dataset_stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="dataset key in params.yaml datasets")
-    parser.add_argument("--records", required=True, type=Path, help="the parse stage's records.h5")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--params", default="params.yaml")
+    parser = dataset_stage_parser(__doc__, "--records", "the parse stage's records.h5")
     parser.add_argument("--workers", type=int, default=1, help="process pool size (runtime knob)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--no-figures", action="store_true")

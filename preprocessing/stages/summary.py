@@ -6,21 +6,16 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 from cashg.core.params import load_section
+from preprocessing.stages.args import dataset_stage_parser
 from preprocessing.summary import dataset_statistics, pick_preview_records, plot_preview
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="dataset key in params.yaml datasets")
-    parser.add_argument("--parsed", required=True, type=Path, help="the parse stage's folder")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--params", default="params.yaml")
+    parser = dataset_stage_parser(__doc__, "--parsed", "the parse stage's folder")
     args = parser.parse_args(argv)
 
     datasets = load_section("datasets", args.params)
