@@ -42,7 +42,7 @@ from typing import Any
 
 from cashg.core.config.model import EvaluateConfig
 from cashg.core.ink import InkFormatError, split_of
-from cashg.core.params import ParamsError, load_params, load_section
+from cashg.core.params import ParamsError, load_params
 from cashg.evaluation.evaluate import (
     EmptyGroundTruthError,
     EvaluationOptions,
@@ -113,28 +113,28 @@ def report_missing(result, stream=None) -> None:  # noqa: ANN001 - EvaluationRes
         print(f"evaluate: excluded {r.sentence_id}: {r.reason}", file=stream)
 
 
-def recognizer_file(args: argparse.Namespace) -> Path | None:
+def recognizer_file(args: argparse.Namespace, params: Mapping[str, Any] | None) -> Path | None:
     """The recognizer to score with: ``--recognizer``, unless ``--recognizer-if-listed`` names a
     benchmark that ``recognizer.benchmarks`` of ``--params`` does not list."""
     if args.recognizer_if_listed is None or args.recognizer is None:
         return args.recognizer
-    if args.params is None:
+    if params is None:
         raise ParamsError("--recognizer-if-listed reads recognizer.benchmarks from --params:"
                           " give --params")
-    listed = load_params(args.params)["recognizer"].benchmarks
+    listed = params["recognizer"].benchmarks
     return args.recognizer if args.recognizer_if_listed in listed else None
 
 
-def benchmark_protocol(args: argparse.Namespace) -> str | None:
+def benchmark_protocol(args: argparse.Namespace, params: Mapping[str, Any] | None) -> str | None:
     """The protocol to score under: ``--protocol``, else that of ``--benchmark`` in
     ``--params`` (``subsets.benchmarks.<benchmark>.protocol``), else ``None`` (the evaluate
     section's)."""
     if args.protocol is not None or args.benchmark is None:
         return args.protocol
-    if args.params is None:
+    if params is None:
         raise ParamsError("--benchmark reads the benchmark's protocol from --params: give"
                           " --params (or --protocol)")
-    benchmarks = load_params(args.params)["subsets"].benchmarks
+    benchmarks = params["subsets"].benchmarks
     if args.benchmark not in benchmarks:
         raise ParamsError(f"{args.params}: subsets.benchmarks: no benchmark {args.benchmark!r}"
                           f" (have: {', '.join(benchmarks) or 'none'})")
@@ -165,10 +165,10 @@ def exclusion_record_for(args: argparse.Namespace, gt, origin: Mapping[str, Any]
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = load_section("evaluate", args.params) if args.params is not None \
-            else EvaluateConfig()
-        protocol = benchmark_protocol(args)
-        rec_path = recognizer_file(args)
+        params = load_params(args.params) if args.params is not None else None  # read once
+        cfg = params["evaluate"] if params is not None else EvaluateConfig()
+        protocol = benchmark_protocol(args, params)
+        rec_path = recognizer_file(args, params)
     except ParamsError as exc:
         print(f"cashg evaluate: {exc}", file=sys.stderr)
         return 2
