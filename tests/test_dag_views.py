@@ -151,6 +151,32 @@ def test_main_training_is_scheduled_first():
     assert scheduling_priority(spec("generate@dsd"), short) == 0
 
 
+def test_main_training_chain_inherits_its_priority():
+    """Snakemake does not pass a priority on to inputs: the stages the full-schedule training
+    needs (transitively) get its priority, the others keep their own."""
+    from workflow.dag import StageOut, StageSpec, scheduling_priorities
+
+    def spec(name: str, deps: tuple[str, ...], outs: tuple[str, ...]) -> StageSpec:
+        return StageSpec(name, "true", deps,
+                         tuple(StageOut(o, False, True, False, False) for o in outs), {})
+
+    stages = [
+        spec("corpus", (), ("resources/demo",)),
+        spec("parse@a", ("resources/demo/a",), ("results/parse/a",)),
+        spec("parse@b", ("resources/demo/b",), ("results/parse/b",)),
+        spec("summary@a", ("results/parse/a",), ("results/summary/a",)),
+        spec("subsets@main", ("results/parse/a/records.h5",), ("results/subsets/main",)),
+        spec("subsets@other", ("results/parse/b",), ("results/subsets/other",)),
+        spec("train@main", ("results/subsets/main",), ("results/train/main/model.pt",)),
+        spec("train@other", ("results/subsets/other",), ("results/train/other/model.pt",)),
+        spec("recognizer@main", ("results/subsets/main",), ("results/recognizer/main",)),
+    ]
+    prio = scheduling_priorities(stages, {"other"})
+    assert prio == {"corpus": 20, "parse@a": 20, "parse@b": 0, "summary@a": 0,
+                    "subsets@main": 20, "subsets@other": 0, "train@main": 20,
+                    "train@other": 0, "recognizer@main": 10}
+
+
 def test_one_stage_family_per_experiment(repo_root):
     """experiments are data: every experiments entry gets exactly one train@, generate@ and
     evaluate@ stage of its name (no per-kind copies), reading its benchmark and split, and

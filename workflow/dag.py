@@ -151,12 +151,37 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
 
 
 def scheduling_priority(stage: StageSpec, short_schedule: set[str]) -> int:
-    """Snakemake priority of a stage: a training on the full ``train`` schedule (an experiment
-    not in ``short_schedule``) first, then the legibility recognizer, then the rest. On a
-    small machine the main benchmark's training is the run's critical path; started late it
-    would end the run alone on one core."""
+    """Snakemake priority of a stage on its own: a training on the full ``train`` schedule (an
+    experiment not in ``short_schedule``) first, then the legibility recognizer, then the rest.
+    On a small machine the main benchmark's training is the run's critical path; started late
+    it would end the run alone on one core."""
     kind, _, experiment = stage.name.partition("@")
     if kind == "train" and experiment not in short_schedule:
         return 20
     return 10 if kind == "recognizer" else 0
 
+
+def _feeds(out: str, dep: str) -> bool:
+    """Whether output path ``out`` is (part of) dependency path ``dep`` or contains it."""
+    o, d = PurePosixPath(out), PurePosixPath(dep)
+    return o == d or d in o.parents or o in d.parents
+
+
+def scheduling_priorities(stages: list[StageSpec], short_schedule: set[str]) -> dict[str, int]:
+    """Snakemake priority of every stage: its own (:func:`scheduling_priority`), raised to the
+    highest priority of any stage that needs its outputs, directly or further down the DAG.
+    Snakemake does not pass a ``priority`` on to a job's inputs, so without this the main
+    training's chain (corpus, parse, preprocess, subsets) waited behind summaries and other
+    benchmarks' jobs of priority 0 before the critical path could start."""
+    prio = {s.name: scheduling_priority(s, short_schedule) for s in stages}
+    producers = {s.name: [t.name for t in stages if t is not s and any(
+        _feeds(o.path, d) for o in t.outs for d in s.deps)] for s in stages}
+    changed = True
+    while changed:  # the DAG is small: relax until no priority rises
+        changed = False
+        for name, ups in producers.items():
+            for up in ups:
+                if prio[up] < prio[name]:
+                    prio[up] = prio[name]
+                    changed = True
+    return prio

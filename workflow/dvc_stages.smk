@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from cashg.core.params import load_params
-from workflow.dag import load_stages, scheduling_priority
+from workflow.dag import load_stages, scheduling_priorities
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 
 # A params file whose benchmarks do not fit its datasets fails here, with the key named,
@@ -13,6 +13,7 @@ from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 _PARAMS = load_params(Path(workflow.basedir) / "params.yaml")
 DVC_STAGES = load_stages(workflow.basedir)
 _SHORT = {name for name, exp in _PARAMS["experiments"].items() if exp.budget == "short"}
+_PRIORITY = scheduling_priorities(DVC_STAGES, _SHORT)
 
 
 def _outputs(stage):
@@ -35,7 +36,7 @@ for _stage in DVC_STAGES:
             _stage.log_path,
         benchmark:
             _stage.benchmark_path
-        priority: scheduling_priority(_stage, _SHORT)
+        priority: _PRIORITY[_stage.name]
         shell:
             "({params.cmd}) 2>&1 | tee {log}"
 
