@@ -219,3 +219,24 @@ def test_profiles_set_one_number_of_style_references(repo_root):
     assert load_params(repo_root / "params.paper.yaml")["model"].style_refs == 15
     for cls in (TrainConfig, GenerateConfig):
         assert not {f.name for f in dataclasses.fields(cls)} & {"style_refs", "n_refs"}
+
+
+def test_gpu_profile_is_the_default_with_a_longer_training(repo_root):
+    """params.gpu.yaml differs from params.yaml only in the train and train_budget sections
+    (it cannot drift from the default run), and both of its schedules are valid curricula
+    that train longer than the demo's."""
+    import yaml
+
+    from cashg.training.schedules import check_schedule
+
+    demo_raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    gpu_raw = yaml.safe_load((repo_root / "params.gpu.yaml").read_text())
+    differ = {k for k in demo_raw.keys() | gpu_raw.keys() if demo_raw.get(k) != gpu_raw.get(k)}
+    assert differ == {"train", "train_budget"}
+    demo, gpu = load_params(repo_root / "params.yaml"), load_params(repo_root / "params.gpu.yaml")
+    short = dataclasses.replace(gpu["train"], **gpu["train_budget"].schedule.changes())
+    for cfg in (gpu["train"], short):
+        check_schedule(cfg)
+    assert gpu["train"].total_iters > demo["train"].total_iters
+    assert short.total_iters > dataclasses.replace(
+        demo["train"], **demo["train_budget"].schedule.changes()).total_iters
