@@ -177,6 +177,20 @@ def test_main_training_chain_inherits_its_priority():
                     "train@other": 0, "recognizer@main": 10}
 
 
+def test_demo_dag_starts_the_main_training_chain_first(repo_root):
+    """On the default params the chain of train@dsd (its corpus, parse, preprocess and subsets
+    stages) gets the main training's priority; other benchmarks' stages do not."""
+    from cashg.core.params import load_params
+    from workflow.dag import load_stages, scheduling_priorities
+
+    params = load_params(repo_root / "params.yaml")
+    short = {n for n, e in params["experiments"].items() if e.budget == "short"}
+    prio = scheduling_priorities(load_stages(repo_root), short)
+    assert {n for n, p in prio.items() if p == 20} == {
+        "demo_corpus", "parse@brush", "preprocess@brush", "subsets@dsd", "train@dsd"}
+    assert prio["recognizer@dsd"] == 10 and prio["subsets@merged"] == 0
+
+
 def test_one_stage_family_per_experiment(repo_root):
     """experiments are data: every experiments entry gets exactly one train@, generate@ and
     evaluate@ stage of its name (no per-kind copies), reading its benchmark and split, and
