@@ -237,12 +237,13 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
             in _table_section(text, "layout of the paper's Table 2"))
 
 
-def test_paper_profile_decodes_greedily_and_demo_samples_with_bias(repo_root):
+def test_paper_profile_decodes_greedily_and_demo_samples_sharpened(repo_root):
     """The paper profile generates the tables with the authors' greedy decoding; the demo keeps
-    sharpened stochastic sampling, bias 0.25 and temperature 0.8 (its params comment says why)."""
+    stochastic sampling at temperature 0.8, no sampling bias (chosen on held-out writers with
+    scripts/tune_decoding.py; its params comment gives the figures)."""
     from cashg.core.params import load_params
 
     paper = load_params(repo_root / "params.paper.yaml")["generate"]
     demo = load_params(repo_root / "params.yaml")["generate"]
     assert paper.greedy is True
-    assert (demo.greedy, demo.temperature, demo.bias) == (False, 0.8, 0.25)
+    assert (demo.greedy, demo.temperature, demo.bias) == (False, 0.8, 0.0)

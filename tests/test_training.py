@@ -24,7 +24,14 @@ from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY
 from cashg.training import checkpoint as ck
 from cashg.training.cli import open_data, sample_lines_from_test
-from cashg.training.data import BatchSource, crop_sentence, word_spans
+from cashg.training.data import (
+    BatchSource,
+    DataError,
+    crop_sentence,
+    held_out_writers,
+    split_writers,
+    word_spans,
+)
 from cashg.training.schedules import (
     check_schedule,
     curriculum_stage,
@@ -144,6 +151,18 @@ def test_batches_are_pure_functions_and_writer_unique(subsets):
     whole = BatchSource(train, TINY_TRAIN, style_refs=2).indices(5, "char", 0, 3)
     assert sorted(np.concatenate(shards).tolist()) == sorted(whole.tolist())
     assert not set(shards[0].tolist()) & set(shards[1].tolist())
+
+
+def test_held_out_writers_are_the_last_and_never_trained_on(subsets):
+    writers = split_writers(subsets / "train")
+    kept, held = held_out_writers(subsets / "train", 1)
+    assert (kept, held) == (writers[:-1], writers[-1:])
+    assert held_out_writers(subsets / "train", 0) == (writers, [])
+    train, val, desc, _ = open_data(subsets, TINY_TRAIN, cache=False)
+    assert sorted(train.by_writer["char"]) == sorted(kept)  # what the trainer draws from
+    assert sorted(val.by_writer["char"]) == held and str(held) in desc
+    with pytest.raises(DataError, match="leaves no train writer"):
+        held_out_writers(subsets / "train", len(writers))
 
 
 def test_crop_sentence_keeps_whole_words():

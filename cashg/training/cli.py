@@ -126,12 +126,11 @@ def sample_lines_from_test(test_dir: Path, n: int, max_chars: int, n_refs: int, 
 
 def open_data(data_dir: Path, cfg, cache: bool):
     """``(train SplitData, held-out SplitData, held-out description, subset files)``."""
-    from cashg.training.data import DataError, SplitData, split_is_empty, split_writers
+    from cashg.training.data import DataError, SplitData, held_out_writers, split_is_empty
 
     train_dir, val_dir = data_dir / "train", data_dir / "validation"
     if not train_dir.is_dir():
         raise DataError(f"{train_dir}: no train split")
-    writers = split_writers(train_dir)
     files = sorted(train_dir.glob("*.h5"))
     if not split_is_empty(val_dir):
         train = SplitData(train_dir, cache=cache)
@@ -139,10 +138,8 @@ def open_data(data_dir: Path, cfg, cache: bool):
         files += sorted(val_dir.glob("*.h5"))
         return train, val, f"{val_dir} (validation split)", files
     if cfg.val_writers > 0:
-        if cfg.val_writers >= len(writers):
-            raise DataError(f"{train_dir}: val_writers={cfg.val_writers} leaves no train writer")
-        held = writers[-cfg.val_writers:]
-        train = SplitData(train_dir, writers=writers[:-cfg.val_writers], cache=cache)
+        kept, held = held_out_writers(train_dir, cfg.val_writers)
+        train = SplitData(train_dir, writers=kept, cache=cache)
         val = SplitData(train_dir, writers=held, cache=cache)
         return train, val, f"{train_dir} writers {held} (held out of training)", files
     train = SplitData(train_dir, cache=cache)

@@ -83,6 +83,16 @@ def split_writers(split_dir: Path) -> list[str]:
         return [w for w, r in st.indices_by_writer().items() if len(r)]
 
 
+def held_out_writers(split_dir: Path, n: int) -> tuple[list[str], list[str]]:
+    """``(training writers, held-out writers)`` of a train split: the last ``n`` writers (in
+    :func:`split_writers` order) are held out of training (``train.val_writers``) and serve
+    as its validation when the benchmark has no validation split."""
+    writers = split_writers(split_dir)
+    if n >= len(writers):
+        raise DataError(f"{split_dir}: val_writers={n} leaves no train writer")
+    return (writers[:-n], writers[-n:]) if n > 0 else (writers, [])
+
+
 def split_is_empty(split_dir: Path) -> bool:
     """True when a split folder is absent or its char subset has no sample."""
     path = split_dir / "char.h5"

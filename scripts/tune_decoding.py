@@ -1,0 +1,113 @@
+"""Choose the decoding on held-out writers: recognizer CER of generated lines per sampling bias
+and temperature.
+
+    python scripts/tune_decoding.py --checkpoint results/train/dsd/model.pt \\
+        --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
+        [--bias 0 0.25 0.5 1] [--temperature 1 0.8 0.6] [--params params.yaml] [--seed N] [--threads 1]
+
+The lines are the benchmark's validation split when it has one (``validation/gt.h5``), else the
+sentence rows of the train writers that training holds out (``train.val_writers``: the last
+writers of the train split, never trained on; the same writers the trainer's held-out
+evaluation uses). Never the test split: decoding chosen there would be tuned on the lines
+Table 2 reports. Every other ``generate`` setting (seed, batch size, points per character) is
+the params file's. Prints a table of CER (and WER) per bias (rows) and temperature (columns),
+the ground-truth CER of the same lines (the recognizer's own floor), and the best cell. CER here
+is over every line (no protocol exclusions), so it can differ slightly from ``evaluate``'s.
+Each cell generates every line once: about a minute per cell for the demo's 130 held-out
+``dsd`` rows on one CPU thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from cashg.core.ink import write_ink
+from cashg.core.params import load_section
+from cashg.generation.split import generate_split
+from cashg.model.checkpoint import load_model
+from cashg.model.device import resolve_device
+from cashg.recognition.data import read_sentence_subset
+from cashg.recognition.recognizer import Recognizer
+from cashg.recognition.scoring import error_counts
+from cashg.training.data import held_out_writers
+
+
+def held_out_lines(subsets: Path, val_writers: int, tmp: Path) -> tuple[Path, Path, str]:
+    """``(gt.h5, style.h5, description)`` of the lines decoding is chosen on (module docstring)."""
+    val = subsets / "validation"
+    if (val / "gt.h5").is_file():
+        return val / "gt.h5", val / "style.h5", f"{val / 'gt.h5'} (validation split)"
+    train = subsets / "train"
+    if val_writers < 1:
+        raise SystemExit(f"{subsets}: no validation split and train.val_writers = 0: no held-out"
+                         " lines to choose the decoding on (never the test split)")
+    _, held = held_out_writers(train, val_writers)
+    rows = [s for s in read_sentence_subset(train / "sentence.h5") if s.writer_id in set(held)]
+    if not rows:
+        raise SystemExit(f"{train / 'sentence.h5'}: the held-out writers {held} have no rows")
+    gt = tmp / "held_out_gt.h5"
+    write_ink(gt, rows, split="held-out train writers")
+    return gt, train / "style.h5", (f"{len(rows)} sentence rows of the held-out train writers "
+                                    f"{held} ({train / 'sentence.h5'})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", type=Path, required=True)
+    ap.add_argument("--subsets", type=Path, required=True, help="results/subsets/<benchmark>")
+    ap.add_argument("--recognizer", type=Path, required=True)
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"))
+    ap.add_argument("--bias", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0])
+    ap.add_argument("--temperature", type=float, nargs="+", default=[1.0, 0.8, 0.6])
+    ap.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params')")
+    ap.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    gcfg = load_section("generate", args.params)
+    if args.seed is not None:
+        gcfg = dataclasses.replace(gcfg, seed=args.seed)
+    val_writers = load_section("train", args.params).val_writers
+    device = resolve_device(args.device)
+    model, cfg, _ = load_model(args.checkpoint, map_location=device)
+    recognizer = Recognizer.load(args.recognizer)
+    results: dict[tuple[float, float], tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
+        print(f"lines: {desc}\nmodel: {args.checkpoint}; recognizer: {args.recognizer}; "
+              f"seed {gcfg.seed}, batch {gcfg.batch_size}", flush=True)
+        refs: list[str] = []
+        for b in args.bias:
+            for t in args.temperature:
+                start = time.perf_counter()
+                opts = dataclasses.replace(gcfg, greedy=False, bias=b, temperature=t)
+                pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device,
+                                           progress=False)
+                refs = [s.text for s in gts]
+                score = error_counts(refs, recognizer.transcribe(pred))
+                results[b, t] = (score.cer, score.wer)
+                print(f"  bias {b:g}, temperature {t:g}: CER {score.cer:.3f}, WER "
+                      f"{score.wer:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
+        floor = error_counts(refs, recognizer.transcribe(gts))
+    print(f"\n{len(refs)} lines; ground-truth CER {floor.cer:.3f}. CER (WER) of generated lines:\n")
+    print("| bias | " + " | ".join(f"temperature {t:g}" for t in args.temperature) + " |")
+    print("|---|" + "---|" * len(args.temperature))
+    for b in args.bias:
+        cells = (f"{results[b, t][0]:.3f} ({results[b, t][1]:.2f})" for t in args.temperature)
+        print(f"| {b:g} | " + " | ".join(cells) + " |")
+    best = min(results, key=lambda k: results[k][0])
+    print(f"\nbest: bias {best[0]:g}, temperature {best[1]:g} (CER {results[best][0]:.3f}); "
+          f"params: generate.bias {gcfg.bias:g}, generate.temperature {gcfg.temperature:g}"
+          f"{'' if gcfg.greedy is False else ' (greedy: true in the params)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
