@@ -13,8 +13,8 @@ Table 2 reports. Every other ``generate`` setting (seed, batch size, points per 
 the params file's. Prints a table of CER (and WER) per bias (rows) and temperature (columns),
 the ground-truth CER of the same lines (the recognizer's own floor), and the best cell. CER here
 is over every line (no protocol exclusions), so it can differ slightly from ``evaluate``'s.
-Each cell generates every line once: about a minute per cell for the demo's 130 held-out
-``dsd`` rows on one CPU thread.
+Each cell generates every line once: 20-40 s per cell for the demo's 130 held-out ``dsd`` rows
+on one CPU thread.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def held_out_lines(subsets: Path, val_writers: int, tmp: Path) -> tuple[Path, Pa
         raise SystemExit(f"{subsets}: no validation split and train.val_writers = 0: no held-out"
                          " lines to choose the decoding on (never the test split)")
     _, held = held_out_writers(train, val_writers)
-    rows = [s for s in read_sentence_subset(train / "sentence.h5") if s.writer_id in set(held)]
+    held_set = set(held)
+    rows = [s for s in read_sentence_subset(train / "sentence.h5") if s.writer_id in held_set]
     if not rows:
         raise SystemExit(f"{train / 'sentence.h5'}: the held-out writers {held} have no rows")
     gt = tmp / "held_out_gt.h5"
