@@ -195,6 +195,11 @@ class TrainConfig:
     # > 0: char/bigram batches draw from one of this many length buckets (quantiles of the
     # sample's point count) to cut padding; 0 = the paper's plain writer-unique sampling
     length_buckets: int = 0
+    # > 0: bigram windows whose current character is rarer than the average character are drawn
+    # more often, by (mean count / count) ** bigram_rare_boost (common characters, the space
+    # included, keep weight 1); 0 = the paper's uniform draw within a writer
+    # (cashg/training/data.py: rare_char_weights)
+    bigram_rare_boost: float = 0.0
     # rescale the point embedding and mixture head to the data's offset scale before training
     # (cashg/training/init.py; an initialisation the paper leaves open; False = torch defaults)
     data_init: bool = False
