@@ -20,8 +20,11 @@ experiments to show comes from the params file (``subsets.benchmarks``, ``experi
   recorded (``results/generate/<experiment>/summary.json``), one line when all rows agree,
   else one line per row;
 - legibility: both tables end with CER / WER of the generated lines by the benchmark's
-  recognizer, and the recognizers' own figures (validation, ground-truth test and chance CER /
-  WER) come from ``results/recognizer/<benchmark>/summary.json``;
+  recognizer, a table gives the error share of each character class (lower, upper, digit,
+  punct, space, line-initial) of every experiment that has them, generated lines next to their
+  ground truth (``ERR_<class>`` / ``ERR_<class>_gt`` of its ``metrics.json``), and the
+  recognizers' own figures (validation, ground-truth test and chance CER / WER) come from
+  ``results/recognizer/<benchmark>/summary.json``;
 - training summaries, data statistics and the qualitative figures (generated lines next to the
   ground truth, the evaluation grids, preprocessing examples).
 """
@@ -35,8 +38,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from cashg.evaluation.protocols import CLASS_ERROR_KEYS
 from cashg.evaluation.tables import format_value, table2_markdown
 from cashg.generation.outputs import describe_decoding
+from cashg.recognition.scoring import CHAR_CLASSES
 
 _CSM = ("F1_cursive", "CRE", "KGS", "SSS")
 
@@ -190,6 +195,25 @@ def recognizer_markdown(rows: list[tuple[str, dict | None]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def has_class_errors(metrics: Mapping[str, float | None] | None) -> bool:
+    """Whether a ``metrics.json`` holds any character-class error share (of either side)."""
+    return metrics is not None and any(
+        metrics.get(f"{key}{suffix}") is not None for key in CLASS_ERROR_KEYS
+        for suffix in ("", "_gt"))
+
+
+def class_errors_markdown(rows: Sequence[tuple[str, Mapping[str, float | None]]]) -> str:
+    """Rows of (experiment, metrics.json) -> one row for its generated lines (``ERR_<class>``)
+    and one for their ground truth (``ERR_<class>_gt``), a column per character class."""
+    lines = ["| experiment | lines | " + " | ".join(f"{c} ↓" for c in CHAR_CLASSES) + " |",
+             "|:--|:--|" + "--:|" * len(CHAR_CLASSES)]
+    for exp, metrics in rows:
+        for side, suffix in (("generated", ""), ("ground truth", "_gt")):
+            cells = [format_value(metrics.get(f"{key}{suffix}")) for key in CLASS_ERROR_KEYS]
+            lines.append(f"| {exp} | {side} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def build_report(results: Path, out: Path, table2: Mapping[str, str],
                  ablation: Mapping[str, tuple[bool, bool]],
                  datasets: Sequence[str] | None = None,
@@ -283,6 +307,23 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         parts.append(table3_markdown(ablation_rows))
         parts += scored_on_markdown(results, scored)
         parts += decoding_markdown(results, scored)
+
+    class_rows = []
+    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
+        metrics = _read_json(results / "evaluate" / exp / "metrics.json")
+        if has_class_errors(metrics):
+            class_rows.append((exp, metrics))
+    if class_rows:
+        parts += ["## Recognition errors by character class", "",
+                  "The share of the reference characters of each class that the benchmark's"
+                  " recognizer gets wrong (substituted or deleted in a minimal edit alignment;"
+                  " insertions belong to no class), over all scored sentences, for the generated"
+                  " lines and, below them, their ground truth by the same recognizer. *initial*:"
+                  " the first character of a line, counted in no other class; *punct*: every"
+                  " character not lower, upper, digit or space. `--`: no character of the class."
+                  " Definitions in `docs/metrics.md`; the counts behind each share are in"
+                  " `results/evaluate/<experiment>/details.json` (`class_errors`).", "",
+                  class_errors_markdown(class_rows)]
 
     if recognizers is None:
         recognizers = [b for b in table2_benchmarks

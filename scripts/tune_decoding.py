@@ -11,7 +11,9 @@ writers of the train split, never trained on; the same writers the trainer's hel
 evaluation uses). Never the test split: decoding chosen there would be tuned on the lines
 Table 2 reports. Every other ``generate`` setting (seed, batch size, points per character) is
 the params file's. Prints a table of CER (and WER) per bias (rows) and temperature (columns),
-the ground-truth CER of the same lines (the recognizer's own floor), and the best cell. CER here
+the ground-truth CER of the same lines (the recognizer's own floor), the error share of each
+character class per cell and for the ground truth (one line each:
+``cashg.recognition.scoring.char_class_errors``, docs/metrics.md), and the best cell. CER here
 is over every line (no protocol exclusions), so it can differ slightly from ``evaluate``'s.
 Each cell generates every line once: 20-40 s per cell for the demo's 130 held-out ``dsd`` rows
 on one CPU thread.
@@ -35,7 +37,12 @@ from cashg.model.checkpoint import load_model
 from cashg.model.device import resolve_device
 from cashg.recognition.data import read_sentence_subset
 from cashg.recognition.recognizer import Recognizer
-from cashg.recognition.scoring import error_counts
+from cashg.recognition.scoring import (
+    ClassErrors,
+    char_class_errors,
+    error_counts,
+    format_class_errors,
+)
 from cashg.training.data import held_out_writers
 
 
@@ -80,6 +87,7 @@ def main() -> int:
     model, cfg, _ = load_model(args.checkpoint, map_location=device)
     recognizer = Recognizer.load(args.recognizer)
     results: dict[tuple[float, float], tuple[float, float]] = {}
+    classes: dict[tuple[float, float], ClassErrors] = {}
     with tempfile.TemporaryDirectory() as tmp:
         gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
         print(f"lines: {desc}\nmodel: {args.checkpoint}; recognizer: {args.recognizer}; "
@@ -92,17 +100,28 @@ def main() -> int:
                 pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device,
                                            progress=False)
                 refs = [s.text for s in gts]
-                score = error_counts(refs, recognizer.transcribe(pred))
+                hyps = recognizer.transcribe(pred)
+                score = error_counts(refs, hyps)
                 results[b, t] = (score.cer, score.wer)
+                classes[b, t] = char_class_errors(refs, hyps)
                 print(f"  bias {b:g}, temperature {t:g}: CER {score.cer:.3f}, WER "
                       f"{score.wer:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
-        floor = error_counts(refs, recognizer.transcribe(gts))
+        gt_hyps = recognizer.transcribe(gts)
+        floor = error_counts(refs, gt_hyps)
+        floor_classes = char_class_errors(refs, gt_hyps)
     print(f"\n{len(refs)} lines; ground-truth CER {floor.cer:.3f}. CER (WER) of generated lines:\n")
     print("| bias | " + " | ".join(f"temperature {t:g}" for t in args.temperature) + " |")
     print("|---|" + "---|" * len(args.temperature))
     for b in args.bias:
         cells = (f"{results[b, t][0]:.3f} ({results[b, t][1]:.2f})" for t in args.temperature)
         print(f"| {b:g} | " + " | ".join(cells) + " |")
+    print("\nError share by character class (wrong / reference characters of the class; "
+          "docs/metrics.md):\n")
+    labels = {k: f"bias {k[0]:g}, temperature {k[1]:g}" for k in classes}
+    width = max(len("ground truth"), *map(len, labels.values()))
+    for key, label in labels.items():
+        print(f"  {label:<{width}}  {format_class_errors(classes[key].rates())}")
+    print(f"  {'ground truth':<{width}}  {format_class_errors(floor_classes.rates())}")
     best = min(results, key=lambda k: results[k][0])
     print(f"\nbest: bias {best[0]:g}, temperature {best[1]:g} (CER {results[best][0]:.3f}); "
           f"params: generate.bias {gcfg.bias:g}, generate.temperature {gcfg.temperature:g}"

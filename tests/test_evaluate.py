@@ -16,7 +16,10 @@ from cashg.metrics.boundaries import segmentation_errors
 
 PM, PU, CE, EOC = 0, 1, 2, 3
 KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std",
-        "CER", "WER", "CER_gt", "WER_gt"]  # the last four: null without --recognizer
+        "CER", "WER", "CER_gt", "WER_gt",  # from CER on: null without --recognizer
+        "ERR_lower", "ERR_upper", "ERR_digit", "ERR_punct", "ERR_space", "ERR_initial",
+        "ERR_lower_gt", "ERR_upper_gt", "ERR_digit_gt", "ERR_punct_gt", "ERR_space_gt",
+        "ERR_initial_gt"]
 
 
 def _sentence(sid, writer, text, seed, overlap=False):

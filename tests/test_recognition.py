@@ -23,7 +23,17 @@ from cashg.recognition.data import hold_out_writers, normalise_all, read_sentenc
 from cashg.recognition.features import char_height, normalise_line, point_features
 from cashg.recognition.model import RecognizerNet
 from cashg.recognition.recognizer import Recognizer
-from cashg.recognition.scoring import chance_pairs, edit_distance, error_counts
+from cashg.recognition.scoring import (
+    CHAR_CLASSES,
+    ClassErrors,
+    align,
+    chance_pairs,
+    char_class,
+    char_class_errors,
+    edit_distance,
+    error_counts,
+    format_class_errors,
+)
 from cashg.recognition.train import train_recognizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +65,144 @@ def test_error_rates_are_totals_over_the_set():
     assert over.cer == pytest.approx(2.0) and over.wer == pytest.approx(1.0)
     with pytest.raises(ValueError, match="2 references but 1"):
         error_counts(["a", "b"], ["a"])
+
+
+# --------------------------------------------------------------------------- character classes
+def _rates(ref: str, hyp: str) -> dict:
+    return char_class_errors([ref], [hyp]).rates()
+
+
+def _only(**rates) -> dict:
+    """Every class None except those given."""
+    return {**dict.fromkeys(CHAR_CLASSES), **rates}
+
+
+def test_char_class_of_each_position():
+    text = "Ta B7 ,é"
+    assert [char_class(text, i) for i in range(len(text))] == [
+        "initial", "lower", "space", "upper", "digit", "space", "punct", "lower"]
+    assert char_class("7", 0) == char_class(" ", 0) == "initial"  # whatever the character
+    assert char_class("a字", 1) == "punct"  # no case, no digit, no space: punct
+    assert CHAR_CLASSES == ("lower", "upper", "digit", "punct", "space", "initial")
+
+
+@pytest.mark.parametrize("ref, hyp, rates", [
+    # identical: every class present scores 0
+    ("Hello World 42!", "Hello World 42!",
+     dict(initial=0.0, lower=0.0, upper=0.0, space=0.0, digit=0.0, punct=0.0)),
+    # one capital substituted by its lower case: upper 1/1, nothing else
+    ("the Cat", "the cat", dict(initial=0.0, lower=0.0, space=0.0, upper=1.0)),
+    # a deleted space (two words merged): space 1/1
+    ("ab cd", "abcd", dict(initial=0.0, lower=0.0, space=1.0)),
+    # a wrong first character counts only as initial (upper has no character at all)
+    ("Tom", "tom", dict(initial=1.0, lower=0.0)),
+    # inserted characters are no reference character's error
+    ("ab", "aXYb", dict(initial=0.0, lower=0.0)),
+    # one of two digits deleted
+    ("a 12", "a 1", dict(initial=0.0, space=0.0, digit=0.5)),
+    # empty reading: every reference character deleted
+    ("Ab 1.", "", dict(initial=1.0, lower=1.0, space=1.0, digit=1.0, punct=1.0)),
+    # a lower-case letter read as a digit, a comma lost
+    ("x o,k", "x 0k", dict(initial=0.0, space=0.0, lower=0.5, punct=1.0)),
+])
+def test_class_error_shares_of_hand_made_pairs(ref, hyp, rates):
+    assert _rates(ref, hyp) == _only(**rates)
+
+
+def _fewest_wrong(ref: str, hyp: str) -> int:
+    """Fewest substituted or deleted reference characters of a minimal alignment, by plain
+    recursion over (edits, wrong) pairs: an oracle for :func:`align`."""
+    from functools import cache
+
+    @cache
+    def best(i: int, j: int) -> tuple[int, int]:
+        if not i and not j:
+            return 0, 0
+        steps = []
+        if i and j:
+            e, w = best(i - 1, j - 1)
+            steps.append((e + (ref[i - 1] != hyp[j - 1]), w + (ref[i - 1] != hyp[j - 1])))
+        if i:
+            e, w = best(i - 1, j)
+            steps.append((e + 1, w + 1))
+        if j:
+            e, w = best(i, j - 1)
+            steps.append((e + 1, w))
+        return min(steps)
+
+    return best(len(ref), len(hyp))[1]
+
+
+def test_insertions_are_counted_apart_and_close_the_edit_distance():
+    counts = char_class_errors(["ab", "c d"], ["aXYb", "c dZ"])
+    assert counts.wrong == (0,) * 6 and counts.insertions == 3
+    assert error_counts(["ab", "c d"], ["aXYb", "c dZ"]).char_edits == 3
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # S + D + I of the alignment is the edit distance; it rebuilds hyp
+        ref, hyp = ("".join(rng.choice(list("ab c"), rng.integers(0, 7))) for _ in range(2))
+        ops = align(ref, hyp)
+        assert sum(op != "M" for op in ops) == edit_distance(ref, hyp)
+        assert sum(op in "SD" for op in ops) == _fewest_wrong(ref, hyp)
+        i = j = 0
+        for op in ops:  # M pairs equal characters, S different ones
+            if op in "MS":
+                assert (ref[i] == hyp[j]) == (op == "M")
+            i, j = i + (op != "I"), j + (op != "D")
+        assert sum(op != "I" for op in ops) == len(ref)
+        assert sum(op != "D" for op in ops) == len(hyp)
+        counts = char_class_errors([ref], [hyp])
+        assert sum(counts.wrong) + counts.insertions == edit_distance(ref, hyp)
+        assert sum(counts.total) == len(ref)
+
+
+def test_a_class_without_characters_is_none():
+    assert _rates("abc", "abd") == _only(initial=0.0, lower=0.5)
+    assert char_class_errors([], []).rates() == _only()
+    assert char_class_errors([""], ["xyz"]).rates() == _only()
+    assert char_class_errors([""], ["xyz"]).insertions == 3
+    with pytest.raises(ValueError, match="2 references but 1"):
+        char_class_errors(["a", "b"], ["a"])
+
+
+def test_class_shares_are_totals_over_lines():
+    refs, hyps = ["Xa", "Ybbbbbbbbb"], ["Xz", "Ybbbbbbbbb"]
+    summed = ClassErrors()
+    for ref, hyp in zip(refs, hyps):
+        summed += char_class_errors([ref], [hyp])
+    total = char_class_errors(refs, hyps)
+    assert total == summed
+    assert total.wrong[CHAR_CLASSES.index("lower")] == 1
+    assert total.total[CHAR_CLASSES.index("lower")] == 10
+    # totals: 1 wrong of 10 lower-case letters, not the mean of the lines' 1/1 and 0/9
+    assert total.rates()["lower"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="one count per class"):
+        ClassErrors((0,), (0,))
+
+
+def test_tie_breaks_are_fixed():
+    """Equally minimal alignments: the fewest wrong reference characters (most matches), then,
+    backtracking from the ends, a diagonal step (match or substitution), a deletion, an
+    insertion."""
+    # "42!" read "4 2": an inserted space and a lost "!", not "2" -> " " and "!" -> "2"
+    assert align("a 42!", "a 4 2") == ("M", "M", "M", "I", "M", "D")
+    assert _rates("a 42!", "a 4 2") == _only(initial=0.0, space=0.0, digit=0.0, punct=1.0)
+    # "ab" -> "ba": not two substitutions (no match); of the two one-match alignments the
+    # backtracking deletes the last reference character (deletion before insertion)
+    assert align("ab", "ba") == ("I", "M", "D")
+    assert _rates("xab", "xba") == _only(initial=0.0, lower=0.5)
+    # "aba" -> "bab": the deletion (of the last a) before the insertion, so the initial a is
+    # matched (preferring insertions would delete it instead)
+    assert align("aba", "bab") == ("I", "M", "M", "D")
+    assert _rates("aba", "bab") == _only(initial=0.0, lower=0.5)
+    assert all(align("aba", "bab") == ("I", "M", "M", "D") for _ in range(3))
+    assert align("", "ab") == ("I", "I") and align("ab", "") == ("D", "D")
+
+
+def test_format_class_errors_is_one_line_in_class_order():
+    line = format_class_errors(_only(lower=0.1234, upper=1.0, initial=0.0))
+    assert line == ("lower 0.123 | upper 1.000 | digit -- | punct -- | space -- |"
+                    " initial 0.000")
+    assert format_class_errors({}, digits=2).count("--") == 6
 
 
 def test_chance_pairs_never_pair_a_line_with_itself():
@@ -272,6 +420,8 @@ def test_stage_writes_outputs_and_evaluate_adds_cer(subsets, tmp_path, one_torch
     # the same recognizer and normalisation on both sides: identical ink, identical rates
     assert metrics["CER"] is not None and metrics["CER"] == metrics["CER_gt"]
     assert metrics["WER"] == metrics["WER_gt"]
+    assert metrics["ERR_lower"] is not None
+    assert all(metrics[f"ERR_{c}"] == metrics[f"ERR_{c}_gt"] for c in CHAR_CLASSES)
     sentences = pd.read_csv(dest / "sentences.csv", keep_default_na=False)
     assert {"cer", "cer_gt", "decoded", "decoded_gt"} <= set(sentences.columns)
     # the file alone rebuilds the recognizer: same transcriptions as in the evaluation
@@ -287,10 +437,59 @@ def test_stage_writes_outputs_and_evaluate_adds_cer(subsets, tmp_path, one_torch
                         "toy")
     metrics = json.loads((dest / "metrics.json").read_text())
     assert rc == 0 and metrics["CER"] is None and metrics["CER_gt"] is None
+    assert all(metrics[f"ERR_{c}{side}"] is None for c in CHAR_CLASSES for side in ("", "_gt"))
     assert "toy is not in recognizer.benchmarks" in capsys.readouterr().out
     # listed but missing: an error naming the file
     rc, _ = evaluate("--recognizer", str(tmp_path / "none.pt"))
     assert rc == 2 and "none.pt: recognizer file not found" in capsys.readouterr().err
+
+
+class _ReadingRecognizer:
+    """Stands in for a :class:`Recognizer`: returns a fixed reading for each line object."""
+
+    meta = {"benchmark": "fake"}
+
+    def __init__(self, readings: dict[int, str]):
+        self.readings = readings
+
+    def transcribe(self, lines) -> list[str]:
+        return [self.readings[id(line)] for line in lines]
+
+
+def test_score_legibility_fills_the_class_error_keys():
+    from cashg.evaluation.evaluate import EvaluationResult
+    from cashg.evaluation.legibility import score_legibility
+    from cashg.evaluation.protocols import METRIC_KEYS, RECOGNITION_KEYS
+
+    texts = {"s0": "Ab 1.", "s1": "Cd"}
+    gt = {sid: _line(text, seed=k) for k, (sid, text) in enumerate(texts.items())}
+    pred = {sid: _line(text, seed=k + 5) for k, (sid, text) in enumerate(texts.items())}
+    # generated: the initial A read as a, the full stop lost; d read as x. Ground truth exact.
+    readings = {id(pred["s0"]): "ab 1", id(pred["s1"]): "Cx",
+                id(gt["s0"]): "Ab 1.", id(gt["s1"]): "Cd"}
+    empty = pd.DataFrame()
+    result = EvaluationResult(dict.fromkeys(METRIC_KEYS + RECOGNITION_KEYS),
+                              pd.DataFrame({"sentence_id": list(texts)}), empty, empty, empty,
+                              empty)
+    assert all(result.metrics[k] is None for k in RECOGNITION_KEYS)
+    score_legibility(result, gt, pred, _ReadingRecognizer(readings), "fake.pt")
+    assert list(result.metrics) == [*METRIC_KEYS, *RECOGNITION_KEYS]  # no key added or moved
+    assert RECOGNITION_KEYS[4:] == (
+        "ERR_lower", "ERR_upper", "ERR_digit", "ERR_punct", "ERR_space", "ERR_initial",
+        "ERR_lower_gt", "ERR_upper_gt", "ERR_digit_gt", "ERR_punct_gt", "ERR_space_gt",
+        "ERR_initial_gt")
+    generated = {k: result.metrics[f"ERR_{k}"] for k in CHAR_CLASSES}
+    assert generated == {"lower": 0.5, "upper": None, "digit": 0.0, "punct": 1.0,
+                         "space": 0.0, "initial": 0.5}
+    truth = {k: result.metrics[f"ERR_{k}_gt"] for k in CHAR_CLASSES}
+    assert truth == {**dict.fromkeys(CHAR_CLASSES, 0.0), "upper": None}
+    assert result.metrics["CER"] == pytest.approx(3 / 7) and result.metrics["CER_gt"] == 0.0
+    counts = result.details["class_errors"]
+    assert counts["generated"]["wrong"] == {"lower": 1, "upper": 0, "digit": 0, "punct": 1,
+                                            "space": 0, "initial": 1}
+    assert counts["gt"]["total"] == {"lower": 2, "upper": 0, "digit": 1, "punct": 1,
+                                     "space": 1, "initial": 2}
+    assert counts["generated"]["insertions"] == 0
 
 
 def test_stage_names_a_missing_sentence_subset(tmp_path, capsys):

@@ -190,6 +190,42 @@ def test_report_shows_legibility(tmp_path):
     assert "| dsd | 0.029 | 0.023 | 0.906 | 0.149 | 0.125 | 1.135 | 1200 | 271 |" in text
 
 
+def test_report_shows_class_errors(tmp_path):
+    """A table of the character-class error shares, generated lines and their ground truth,
+    for every experiment whose metrics.json has them (Table 2 and Table 3 rows alike); none
+    without them."""
+    from cashg.report import class_errors_markdown
+
+    results = tmp_path / "results"
+    shares = {"ERR_lower": 0.125, "ERR_upper": 0.5, "ERR_digit": None, "ERR_punct": 0.75,
+              "ERR_space": 0.0, "ERR_initial": 1.0, "ERR_lower_gt": 0.01, "ERR_upper_gt": 0.02,
+              "ERR_digit_gt": None, "ERR_punct_gt": 0.03, "ERR_space_gt": 0.04,
+              "ERR_initial_gt": 0.05}
+    metrics = {"dsd": {**_metrics(0.1), "CER": 0.4, **shares},
+               "merged-full": {**_metrics(0.2), "CER": 0.3, **shares, "ERR_lower": 0.25},
+               "deepwriting": {**_metrics(0.2), **dict.fromkeys(shares)}}  # no recognizer
+    for exp, m in metrics.items():
+        (results / "evaluate" / exp).mkdir(parents=True)
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(m))
+    text = _report(results, tmp_path / "report", "dsd", "deepwriting")
+    section = _table_section(text, "## Recognition errors by character class")
+    header = "| experiment | lines | lower ↓ | upper ↓ | digit ↓ | punct ↓ | space ↓ | initial ↓ |"
+    assert header in section
+    assert "| dsd | generated | 0.12 | 0.50 | -- | 0.75 | 0.00 | 1.00 |" in section
+    assert "| dsd | ground truth | 0.01 | 0.02 | -- | 0.03 | 0.04 | 0.05 |" in section
+    assert "| merged-full | generated | 0.25 | 0.50 |" in section  # a Table 3 cell
+    assert "| deepwriting |" not in section  # all null: no recognizer, no row
+    assert "insertions belong to no class" in section and "docs/metrics.md" in section
+    # the row layout on its own; without any class shares the section is left out
+    assert class_errors_markdown([("x", {})]).splitlines()[2:] == [
+        "| x | generated | -- | -- | -- | -- | -- | -- |",
+        "| x | ground truth | -- | -- | -- | -- | -- | -- |"]
+    for exp in ("dsd", "merged-full"):
+        (results / "evaluate" / exp / "metrics.json").write_text(json.dumps(_metrics(0.1)))
+    assert "Recognition errors by character class" not in _report(
+        results, tmp_path / "report", "dsd", "deepwriting")
+
+
 def _generated(results, exp: str, **decoding) -> None:
     """What the generate stage records next to pred.h5 (results/generate/<exp>/summary.json)."""
     (results / "generate" / exp).mkdir(parents=True, exist_ok=True)

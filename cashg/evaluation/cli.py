@@ -24,8 +24,9 @@ the evaluate stage, whatever its experiment's split, always writes the record it
 ``details.json`` records the ground truth's ``benchmark`` and ``split`` (``gt_benchmark``,
 ``gt_split``: root attributes the subsets stage writes) next to its path and the counts.
 
-``--recognizer FILE`` adds legibility: CER / WER of the predicted and of the ground-truth
-lines by that recognizer (``cashg.evaluation.legibility``); without it they are null. The
+``--recognizer FILE`` adds legibility: CER / WER and the error share of each character class
+(``ERR_<class>``) of the predicted and of the ground-truth lines by that recognizer
+(``cashg.evaluation.legibility``); without it they are null. The
 pipeline passes ``--recognizer-if-listed BENCHMARK`` too: the recognizer is then used only when
 ``recognizer.benchmarks`` of ``--params`` (required then) lists that benchmark (the DAG cannot
 make a stage's inputs depend on a list), and must exist when it does.
@@ -200,11 +201,16 @@ def run(args: argparse.Namespace) -> int:
                            "gt_benchmark": origin["benchmark"], "gt_split": origin["split"]})
     if recognizer is not None:
         from cashg.evaluation.legibility import score_legibility
+        from cashg.recognition.scoring import CHAR_CLASSES, format_class_errors
 
         score_legibility(result, gt, pred, recognizer, rec_path)
         print(f"cashg evaluate: recognizer {rec_path}: CER {_fmt(result.metrics['CER'])}"
               f" (ground truth {_fmt(result.metrics['CER_gt'])}), WER"
               f" {_fmt(result.metrics['WER'])} (ground truth {_fmt(result.metrics['WER_gt'])})")
+        for side, suffix in (("generated", ""), ("ground truth", "_gt")):
+            rates = {c: result.metrics[f"ERR_{c}{suffix}"] for c in CHAR_CLASSES}
+            print(f"cashg evaluate: error share by character class, {side}:"
+                  f" {format_class_errors(rates)}")
     elif args.recognizer is not None:
         print(f"cashg evaluate: {args.recognizer_if_listed} is not in recognizer.benchmarks of"
               f" {args.params}: no CER / WER")

@@ -14,8 +14,9 @@ Pipeline per matched sentence id (ids matched exactly; one-sided ids are reporte
    definition is the protocol's (exact on the step-2 normalisation; SDT's for ``sdt_glyph``,
    paper Sec. 4.3) unless ``dtw_variant`` names one;
 4. CSM on the same normalised coordinates (``cashg.metrics.csm``);
-5. (``cashg evaluate --recognizer``) CER / WER of both sides of the scored pairs, by a
-   benchmark's recognizer (:mod:`cashg.evaluation.legibility`); ``None`` until then.
+5. (``cashg evaluate --recognizer``) CER / WER and the error share of each character class of
+   both sides of the scored pairs, by a benchmark's recognizer
+   (:mod:`cashg.evaluation.legibility`); ``None`` until then.
 
 Aggregation is writer-macro: DTW_raw and DTW_norm are averaged per writer (over sentences, or
 glyphs) and then over writers; DTW_std is the population std of a writer's DTW_norm values,

@@ -1,7 +1,9 @@
 """Write an :class:`EvaluationResult` to a folder (the ``cashg evaluate`` outputs).
 
-``metrics.json`` (exactly F1_cursive, CRE, KGS, SSS, DTW_raw, DTW_norm, DTW_std, CER, WER,
-CER_gt, WER_gt; null when undefined or, for the last four, without a recognizer),
+``metrics.json`` (exactly F1_cursive, CRE, KGS, SSS, DTW_raw, DTW_norm, DTW_std, then the
+recognition keys CER, WER, CER_gt, WER_gt, ERR_<class>, ERR_<class>_gt of
+:data:`cashg.evaluation.protocols.RECOGNITION_KEYS`; null when undefined or, for the
+recognition keys, without a recognizer),
 ``details.json`` (protocol, options, counts), ``sentences.csv`` (with per-sentence CER when
 a recognizer scored them), ``units.csv``
 (DTW per sentence or glyph), ``writers.csv``, ``missing.csv``, ``excluded.csv``, ``table.md``

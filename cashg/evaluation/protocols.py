@@ -32,7 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cashg.recognition.scoring import CHAR_CLASSES
+
 __all__ = [
+    "CLASS_ERROR_KEYS",
     "DTW_VARIANTS",
     "METRIC_KEYS",
     "PROTOCOLS",
@@ -44,8 +47,12 @@ __all__ = [
 METRIC_KEYS = ("F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std")
 # Legibility (any protocol, with a recognizer; ``null`` without one): CER / WER of the
 # generated lines and of the ground-truth lines, by the benchmark's recognizer
-# (cashg.evaluation.legibility). metrics.json holds METRIC_KEYS + RECOGNITION_KEYS.
-RECOGNITION_KEYS = ("CER", "WER", "CER_gt", "WER_gt")
+# (cashg.evaluation.legibility), then the error share of each character class
+# (cashg.recognition.scoring.char_class_errors; docs/metrics.md), generated lines (ERR_<class>)
+# then ground truth (ERR_<class>_gt). metrics.json holds METRIC_KEYS + RECOGNITION_KEYS.
+CLASS_ERROR_KEYS = tuple(f"ERR_{name}" for name in CHAR_CLASSES)
+RECOGNITION_KEYS = ("CER", "WER", "CER_gt", "WER_gt", *CLASS_ERROR_KEYS,
+                    *(f"{key}_gt" for key in CLASS_ERROR_KEYS))
 _ALL = frozenset(METRIC_KEYS)
 _DTW = frozenset({"DTW_raw", "DTW_norm", "DTW_std"})
 DTW_VARIANTS = ("exact", "sdt", "olhwg")  # cashg.metrics.dtw, cashg.metrics.variants

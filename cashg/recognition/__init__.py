@@ -9,7 +9,8 @@ ground-truth test lines. Modules, one concern each:
   per-point features, the same for ground truth and generations;
 - :mod:`~cashg.recognition.model`: Conv1d + BiLSTM + CTC head;
 - :mod:`~cashg.recognition.ctc`: alphabet and greedy decoding;
-- :mod:`~cashg.recognition.scoring`: edit distance, CER / WER, chance pairing;
+- :mod:`~cashg.recognition.scoring`: edit distance, CER / WER, error share by character
+  class, chance pairing;
 - :mod:`~cashg.recognition.data`: training / test lines from the subsets;
 - :mod:`~cashg.recognition.train`: the deterministic training loop;
 - :mod:`~cashg.recognition.recognizer`: the trained recognizer, its file, transcription;
