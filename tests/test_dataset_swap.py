@@ -146,15 +146,17 @@ def _casia2_tree(root: Path) -> Path:
 def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | None = None,
                 iam_ondb_root: Path | None = None) -> dict:
     """``params.yaml`` with the example's datasets, subsets.benchmarks, experiments and
-    ablation blocks and its recognizer.benchmarks list, roots replaced (what a user does by
+    ablation blocks, its recognizer.benchmarks list and its new_text.experiments map, roots
+    replaced (what a user does by
     hand); ``rename`` renames benchmarks (so that a benchmark's name and its protocol differ)
     and the experiments named after them; an example's
     ``iam_ondb_root`` (DeepWriting: where the IAM-origin span comes from) is replaced too."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     ex = yaml.safe_load((EXAMPLES / example).read_text())
-    assert set(ex) == {"datasets", "subsets", "experiments", "ablation", "recognizer"}, \
-        f"{example}: unexpected blocks"
+    assert set(ex) == {"datasets", "subsets", "experiments", "ablation", "recognizer",
+                       "new_text"}, f"{example}: unexpected blocks"
     assert set(ex["subsets"]) == {"benchmarks"} and set(ex["recognizer"]) == {"benchmarks"}
+    assert set(ex["new_text"]) == {"experiments"}
     assert set(roots) == set(ex["datasets"]), f"{example}: roots for {sorted(ex['datasets'])}"
     params["datasets"] = {k: {**v, "root": str(roots[k])} for k, v in ex["datasets"].items()}
     for k, v in params["datasets"].items():
@@ -170,6 +172,9 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     params["ablation"] = ex["ablation"]
     params["recognizer"]["benchmarks"] = [rename.get(k, k)
                                           for k in ex["recognizer"]["benchmarks"]]
+    params["new_text"]["experiments"] = {
+        rename.get(k, k): {"benchmark": rename.get(v["benchmark"], v["benchmark"])}
+        for k, v in ex["new_text"]["experiments"].items()}
     return params
 
 
@@ -188,10 +193,12 @@ def pipeline_copy(root: Path, params: dict) -> Path:
 
 
 def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
-              cells: tuple[str, ...] = (), recognizers: tuple[str, ...] = ()) -> dict:
+              cells: tuple[str, ...] = (), recognizers: tuple[str, ...] = (),
+              new_text: tuple[str, ...] = ()) -> dict:
     """Both views agree and have exactly the swap's stages: one train / generate / evaluate
-    stage per experiment (one per benchmark, named after it, plus the ablation ``cells``) and
-    a recognizer stage per benchmark of ``recognizers``; returns the DVC view."""
+    stage per experiment (one per benchmark, named after it, plus the ablation ``cells``), a
+    recognizer stage per benchmark of ``recognizers`` and a new-text stage per experiment of
+    ``new_text``; returns the DVC view."""
     from workflow.check_views import diff_views, dvc_view, snakemake_view
 
     dvc = dvc_view(root)
@@ -199,6 +206,7 @@ def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
     assert diff_views(snake, dvc) == []
     expected = {"demo_corpus", "report", "recognizer_list"}
     expected |= {f"recognizer__{bench}" for bench in recognizers}
+    expected |= {f"new_text__{exp}" for exp in new_text}
     for key in datasets:
         expected |= {f"{stage}__{key}" for stage in ("parse", "summary", "preprocess")}
     for bench in benchmarks:
@@ -273,7 +281,8 @@ def trees(tmp_path_factory):
 # --------------------------------------------------------------------------- the swaps
 def test_iam_ondb_swap(trees, tmp_path, monkeypatch):
     root = pipeline_copy(tmp_path / "repo", swap_params("iam_ondb.yaml", {"iam": trees["iam"]}))
-    check_dag(root, ["iam"], {"deepwriting": "deepwriting"}, recognizers=("deepwriting",))
+    check_dag(root, ["iam"], {"deepwriting": "deepwriting"}, recognizers=("deepwriting",),
+              new_text=("deepwriting",))
     run_data_stages(root, ["iam"], "deepwriting", monkeypatch)
     lists = {name: (trees["iam"] / f"{name}.txt").read_text().split()
              for name in ("trainset", "testset_v", "testset_t", "testset_f")}
@@ -292,7 +301,7 @@ def test_iam_ondb_swap(trees, tmp_path, monkeypatch):
 
 def test_brush_swap(trees, tmp_path, monkeypatch):
     root = pipeline_copy(tmp_path / "repo", swap_params("brush.yaml", {"brush": trees["brush"]}))
-    check_dag(root, ["brush"], {"dsd": "dsd"}, recognizers=("dsd",))
+    check_dag(root, ["brush"], {"dsd": "dsd"}, recognizers=("dsd",), new_text=("dsd",))
     run_data_stages(root, ["brush"], "dsd", monkeypatch)
     got = split_writers(root, "dsd")
     assert got == {"train": {f"brush:{w}" for w in range(146, 150)},
@@ -306,7 +315,7 @@ def test_deepwriting_npz_swap(trees, tmp_path, monkeypatch):
                          iam_ondb_root=trees["iam"])
     root = pipeline_copy(tmp_path / "repo", params)
     check_dag(root, ["deepwriting"], {"deepwriting": "deepwriting"},
-              recognizers=("deepwriting",))
+              recognizers=("deepwriting",), new_text=("deepwriting",))
     run_data_stages(root, ["deepwriting"], "deepwriting", monkeypatch)
     got = split_writers(root, "deepwriting")
     assert got == {"train": {"deepwriting:1", "deepwriting:2", "deepwriting:3"},
@@ -361,7 +370,7 @@ def test_merged_example_dag(tmp_path):
     cells = ("merged-full", "merged-no_biswt", "merged-no_gate", "merged-neither")
     dvc = check_dag(root, ["iam", "brush"], {"dsd": "dsd", "deepwriting": "deepwriting",
                                               "en_merged": "merged"}, cells=cells,
-                    recognizers=("dsd", "deepwriting", "en_merged"))
+                    recognizers=("dsd", "deepwriting", "en_merged"), new_text=("dsd",))
     argv = shlex.split(dvc["evaluate__merged_no_gate"].cmd)
     assert argv[argv.index("--benchmark") + 1] == "en_merged"
     assert argv[argv.index("--gt") + 1] == "results/subsets/en_merged/validation/gt.h5"

@@ -180,12 +180,15 @@ def test_experiment_errors_name_file_and_key(tmp_path, repo_root, edit, message)
 
 def test_no_ablation_and_no_experiments(tmp_path, repo_root):
     """cells: [] runs no ablation; a params file without experiments trains nothing (a
-    stage-sized file, e.g. for the parse stage alone, need not name any)."""
+    stage-sized file, e.g. for the parse stage alone, need not name any; nor the sections
+    that name experiments, ablation and new_text)."""
     path = _edited(tmp_path, repo_root, lambda d: d["ablation"].update(cells=[]))
     params = load_params(path)
     assert params["ablation"].rows(params["experiments"], params["model"]) == {}
-    path = _edited(tmp_path, repo_root, lambda d: (d.pop("experiments"), d.pop("ablation")))
-    assert dict(load_params(path)["experiments"]) == {}
+    path = _edited(tmp_path, repo_root, lambda d: (d.pop("experiments"), d.pop("ablation"),
+                                                   d.pop("new_text")))
+    params = load_params(path)
+    assert dict(params["experiments"]) == {} and dict(params["new_text"].experiments) == {}
 
 
 # ---------------------------------------------------------------- one number of style references

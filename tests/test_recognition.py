@@ -521,7 +521,9 @@ def test_params_errors_name_the_recognizer_key(repo_root, tmp_path, benchmarks, 
 def test_dag_has_recognizer_stages_for_the_listed_benchmarks_only(tmp_path, listed):
     """Both views agree; recognizer@<b> exists exactly for the listed benchmarks; every
     evaluation runs after them (the results/recognizer folder, expanded for Snakemake) and
-    uses a recognizer only when its benchmark is listed."""
+    uses a recognizer only when its benchmark is listed. The new-text stages follow the
+    listed benchmarks (new_text.experiments must name benchmarks with a recognizer) and read
+    their recognizer."""
     import shlex
     import shutil
 
@@ -537,6 +539,7 @@ def test_dag_has_recognizer_stages_for_the_listed_benchmarks_only(tmp_path, list
                     ignore=shutil.ignore_patterns("__pycache__", "profiles"))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["recognizer"]["benchmarks"] = listed
+    params["new_text"]["experiments"] = {b: {"benchmark": b} for b in listed}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     Repo.init(str(root), no_scm=True).close()
     dvc, snake = dvc_view(root), snakemake_view(root)
@@ -544,6 +547,9 @@ def test_dag_has_recognizer_stages_for_the_listed_benchmarks_only(tmp_path, list
     assert {n for n in dvc if n.startswith("recognizer__")} == {f"recognizer__{b}"
                                                                 for b in listed}
     assert "results/recognizer/benchmarks.json" in dvc["recognizer_list"].outputs
+    assert {n for n in dvc if n.startswith("new_text__")} == {f"new_text__{b}" for b in listed}
+    for bench in listed:
+        assert f"results/recognizer/{bench}/recognizer.pt" in snake[f"new_text__{bench}"].inputs
     for bench in listed:
         stage = dvc[f"recognizer__{bench}"]
         assert f"results/subsets/{bench}" in stage.inputs

@@ -1,5 +1,5 @@
-"""The ``experiments``, ``ablation`` and ``train_budget`` params sections, and the checks that
-span several sections.
+"""The ``experiments``, ``ablation``, ``train_budget`` and ``new_text`` params sections, and the
+checks that span several sections.
 
 The benchmarks themselves live in ``subsets.benchmarks`` (:mod:`cashg.core.benchmarks`). An
 experiment is one trained model (``experiments.<name>``): trained on a benchmark's subsets
@@ -140,9 +140,42 @@ class TrainBudgetConfig:
         return [f"train.{k}={v}" for k, v in self.schedule.changes().items()]
 
 
+@dataclass(frozen=True)
+class NewTextRun:
+    """One ``new_text.experiments.<name>`` entry: the experiment's ``benchmark`` (the same as
+    ``experiments.<name>.benchmark``; ``dvc.yaml`` reads the paths of its test split and its
+    recognizer from here, as a ``foreach`` cannot look one section up from another)."""
+
+    benchmark: str
+
+
+def _no_runs() -> Mapping[str, NewTextRun]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class NewTextConfig:
+    """The ``new_text`` section: sentences the project wrote itself, kept out of every
+    training corpus, written by trained models in the styles of test writers and read by the
+    benchmark's recognizer (stage ``new_text@<experiment>``, :mod:`cashg.evaluation.new_text`).
+
+    ``sentences``: the text file (one sentence a line, ``#`` comments); ``writers``: how many
+    writers of the benchmark's test split (evenly spaced over their sorted ids); ``per_writer``:
+    lines per writer (sentences dealt in file order, cyclically); ``experiments``: the trained
+    models to run it for, each with its benchmark, which must have a recognizer
+    (``recognizer.benchmarks``). ``{}`` = no stage. Checked by :func:`check_new_text`.
+    """
+
+    sentences: str = "resources/new_text/en.txt"
+    writers: int = 10
+    per_writer: int = 2
+    experiments: Mapping[str, NewTextRun] = field(default_factory=_no_runs)
+
+
 EXPERIMENT_SECTIONS: dict[str, type | object] = {"experiments": Mapping[str, ExperimentConfig],
                                                "ablation": AblationConfig,
-                                               "train_budget": TrainBudgetConfig}
+                                               "train_budget": TrainBudgetConfig,
+                                               "new_text": NewTextConfig}
 
 
 def experiment_names(params: Mapping[str, Any]) -> list[str]:
@@ -159,11 +192,13 @@ def experiment_overrides(params: Mapping[str, Any], name: str) -> list[str]:
 
 def check_params(params: Mapping[str, Any], where: str,
                  given: frozenset[str] | set[str] = frozenset({"subsets", "experiments",
-                                                               "ablation", "recognizer"})) -> None:
+                                                               "ablation", "recognizer",
+                                                               "new_text"})) -> None:
     """Cross-section checks of a loaded params file (``where`` = its name).
 
     Benchmarks against datasets (:func:`cashg.core.benchmarks.check_benchmarks`), then the
-    experiments, the ablation cells and the recognizer's benchmarks against the benchmarks;
+    experiments, the ablation cells and the recognizer's benchmarks against the benchmarks,
+    and the new-text experiments against the experiments and the recognizer's benchmarks;
     each only when its section is ``given`` in the file (a section left out takes its
     defaults: a stage-sized params file, e.g. for the parse stage alone, need not define
     benchmarks). Raises :class:`~cashg.core.benchmarks.BenchmarkError`.
@@ -177,6 +212,9 @@ def check_params(params: Mapping[str, Any], where: str,
         check_experiments(params["experiments"], subsets.benchmarks, params["model"], where)
     if "ablation" in given:
         check_ablation(params["ablation"], params["experiments"], params["model"], where)
+    if "new_text" in given:
+        check_new_text(params["new_text"], params["experiments"],
+                       params["recognizer"].benchmarks, where)
 
 
 def check_experiments(experiments: Mapping[str, ExperimentConfig],
@@ -273,3 +311,29 @@ def check_recognizer_benchmarks(names: tuple[str, ...], benchmarks: Mapping[str,
             raise BenchmarkError(f"{at}: {name!r} builds no sentence subset (its subsets:"
                                  f" {', '.join(benchmarks[name].subsets)}), which the"
                                  " recognizer trains on")
+
+
+def check_new_text(new_text: NewTextConfig, experiments: Mapping[str, ExperimentConfig],
+                   recognizers: tuple[str, ...], where: str) -> None:
+    """``new_text`` against ``experiments`` and ``recognizer.benchmarks``: each entry is an
+    experiment, names that experiment's benchmark, and that benchmark has a recognizer (the
+    stage's point is the recognizer's reading); at least one writer and one line each."""
+    at = f"{where}: new_text"
+    for key in ("writers", "per_writer"):
+        if getattr(new_text, key) < 1:
+            raise BenchmarkError(f"{at}.{key}: must be >= 1, got {getattr(new_text, key)}")
+    for name, run in new_text.experiments.items():
+        if name not in experiments:
+            raise BenchmarkError(f"{at}.experiments: {name!r} is not under experiments (have:"
+                                 f" {', '.join(experiments) or 'none'}); list trained models,"
+                                 " or {} for none")
+        if run.benchmark != experiments[name].benchmark:
+            raise BenchmarkError(f"{at}.experiments.{name}.benchmark: {run.benchmark!r}, but"
+                                 f" experiments.{name}.benchmark is"
+                                 f" {experiments[name].benchmark!r}; they must agree")
+        if run.benchmark not in recognizers:
+            raise BenchmarkError(f"{at}.experiments.{name}: benchmark {run.benchmark!r} has no"
+                                 " recognizer (recognizer.benchmarks:"
+                                 f" {', '.join(recognizers) or 'none'}); the stage reports the"
+                                 " recognizer's reading of the lines: list the benchmark there,"
+                                 f" or remove {name} from new_text.experiments")

@@ -1,4 +1,5 @@
-"""PNG figures: ground truth vs prediction grid, and metric distributions (matplotlib, Agg)."""
+"""PNG figures: ground truth vs prediction grid, lines under the text they were asked to write,
+and metric distributions (matplotlib, Agg)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from cashg.core.ink import InkSentence
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU  # noqa: E402
 from cashg.generation.render import ink_mask, strokes  # noqa: E402
 
-__all__ = ["PEN_COLOURS", "plot_distributions", "plot_pairs"]
+__all__ = ["PEN_COLOURS", "plot_asked_lines", "plot_distributions", "plot_pairs"]
 
 PEN_COLOURS = {PM: "#999999", PU: "#1f77b4", CURSIVE_EOC: "#2ca02c", EOC: "#d62728"}
 _PEN_NAMES = {PM: "PM", PU: "PU", CURSIVE_EOC: "CURSIVE_EOC", EOC: "EOC"}
@@ -61,6 +62,45 @@ def plot_pairs(
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=120, metadata=_META)
+    plt.close(fig)
+
+
+def plot_asked_lines(lines: Sequence[tuple[str, str, InkSentence]], path: str | Path,
+                     width_in: float = 9.0, max_row_in: float = 1.2,
+                     max_height: float = 3.0) -> None:
+    """One row per ``(asked text, note, ink)``: the text as a caption, the ink drawn under it
+    (space pseudo-points left out), the note small and grey on the right (e.g. the writer).
+
+    Every line is drawn at one scale (ink units per inch), left-aligned from its first ink,
+    so letter sizes and line lengths compare across rows: the widest line spans ``width_in``
+    unless the tallest ink row would then exceed ``max_row_in``; a line's shown height is its
+    ink's, at most ``max_height`` ink units (a runaway stroke is cut there). The picture is
+    cropped to what is drawn. Used for the ``new_text@`` stage's ``lines.png``.
+    """
+    pad, gap_in, caption_in = 0.1, 0.1, 0.42  # ink units; inches above a caption; caption row
+    boxes = [(s.xy.min(0), s.xy.max(0)) if len(s.points) else (np.zeros(2), np.ones(2))
+             for _, _, s in lines]
+    span = max([float(hi[0] - lo[0]) for lo, hi in boxes] or [1.0]) + 2 * pad
+    heights = [min(max(float(hi[1] - lo[1]), 0.5), max_height) + 2 * pad for lo, hi in boxes]
+    scale = min(width_in / span, max_row_in / max(heights or [1.0]))  # inches per ink unit
+    rows = [caption_in + scale * h for h in heights]
+    total = max(sum(rows), 0.5)
+    fig = plt.figure(figsize=(width_in, total))
+    top = total
+    for (text, note, s), (lo, _), h, row in zip(lines, boxes, heights, rows):
+        y = (top - gap_in) / total
+        fig.text(0.0, y, text, ha="left", va="top", fontsize=11)
+        fig.text(1.0, y, note, ha="right", va="top", fontsize=7, color="#777777")
+        ax = fig.add_axes((0.0, (top - row) / total, scale * span / width_in, scale * h / total))
+        xy = s.xy - lo + pad  # the line's ink from (pad, pad)
+        for stroke in strokes(np.column_stack([xy, s.pen]), ink_mask(s)):
+            ax.plot(stroke[:, 0], stroke[:, 1], "-", color="black", lw=1.2,
+                    solid_capstyle="round")
+        ax.set_xlim(0.0, span)
+        ax.set_ylim(h, 0.0)  # y points down in the ink format
+        ax.axis("off")
+        top -= row
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata=_META)
     plt.close(fig)
 
 

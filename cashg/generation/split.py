@@ -12,14 +12,27 @@ so that a batch holds sentences of similar length, which cuts padding and the st
 spends on its last, longest rows. Batch ``k`` of that order samples with seed
 ``generate.seed + k`` (:meth:`~cashg.core.config.model.GenerateConfig.sampling`), so a run is
 reproducible for a given batch size; the outputs keep the sorted-id order.
+
+:func:`generate_prompts` is the same generation for any list of (id, writer, text) prompts:
+the lines of one's own that the ``new_text@`` stage writes in test writers' styles.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+
+
+class Prompt(NamedTuple):
+    """What to write: a line's id, the writer whose style references to use, the text."""
+
+    sentence_id: str
+    writer_id: str
+    text: str
 
 
 def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray:
@@ -32,27 +45,27 @@ def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray
     return memo[writer]
 
 
-def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
-    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
-    ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config;
-    ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`)."""
+def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Path, device,
+                     progress: bool = True) -> list:
+    """Generated InkSentences of ``prompts`` (same order), each in the style of its writer's
+    ``cfg.style_refs`` references in ``style_path`` (a subsets ``style.h5``), batched by text
+    length and seeded per batch as the module docstring says (``cfg``: the checkpoint's model
+    config; ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`, whose ``limit``
+    is not applied here). Any texts can be written: a split's ground truth
+    (:func:`generate_split`) or lines of one's own (``new_text@``)."""
     import torch
     from tqdm import tqdm
 
-    from cashg.core.ink import InkFile, make_sentence
+    from cashg.core.ink import make_sentence
     from cashg.generation import sampling
 
-    with InkFile(gt_path) as f:
-        gts = [f[sid] for sid in sorted(f.ids())]
-    if gcfg.limit > 0:
-        gts = gts[: gcfg.limit]
     memo: dict = {}
-    out: list = [None] * len(gts)
-    by_length = sorted(range(len(gts)), key=lambda i: (len(gts[i].text), i))
-    batches = [by_length[a:a + gcfg.batch_size] for a in range(0, len(gts), gcfg.batch_size)]
+    out: list = [None] * len(prompts)
+    by_length = sorted(range(len(prompts)), key=lambda i: (len(prompts[i].text), i))
+    batches = [by_length[a:a + gcfg.batch_size] for a in range(0, len(prompts), gcfg.batch_size)]
     for k, batch in enumerate(tqdm(batches, desc="generate", unit="batch", file=sys.stderr,
                                    disable=not progress)):
-        chunk = [gts[i] for i in batch]
+        chunk = [prompts[i] for i in batch]
         refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, cfg.style_refs,
                                memo) for s in chunk])  # (B, R, H, W)
         cps, mask = sampling.encode_texts([s.text for s in chunk], device)
@@ -61,4 +74,18 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
         for j, (i, s) in enumerate(zip(batch, chunk)):
             out[i] = make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(j),
                                    res.pen[j], res.char_index[j])
-    return out, gts
+    return out
+
+
+def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
+    """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
+    ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config;
+    ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`)."""
+    from cashg.core.ink import InkFile
+
+    with InkFile(gt_path) as f:
+        gts = [f[sid] for sid in sorted(f.ids())]
+    if gcfg.limit > 0:
+        gts = gts[: gcfg.limit]
+    prompts = [Prompt(s.sentence_id, s.writer_id, s.text) for s in gts]
+    return generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress), gts

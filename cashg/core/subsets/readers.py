@@ -221,6 +221,13 @@ class SentenceReader(SubsetReader):
             char_offset=int(self._ds("char_offset")[i]),
         )
 
+    def texts(self) -> list[tuple[str, int, str]]:
+        """``(sentence_id, char_offset, text)`` of every window, in row order, read in one go
+        (no points): the text a split trains on."""
+        f = self._open()
+        return [(_str(sid), int(off), _str(text)) for sid, off, text in
+                zip(f["sentence_id"][()], f["char_offset"][()], f["text"][()])]
+
 
 class StyleReader(SubsetReader):
     """``style.h5``: rendered reference glyph images."""
