@@ -5,11 +5,9 @@ and temperature.
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
         [--bias 0 0.25 0.5 1] [--temperature 1 0.8 0.6] [--params params.yaml] [--seed N] [--threads 1]
 
-The lines are the benchmark's validation split when it has one (``validation/gt.h5``), else the
-sentence rows of the train writers that training holds out (``train.val_writers``: the last
-writers of the train split, never trained on; the same writers the trainer's held-out
-evaluation uses). Never the test split: decoding chosen there would be tuned on the lines
-Table 2 reports. Every other ``generate`` setting (seed, batch size, points per character) is
+The lines are :mod:`cashg.evaluation.held_out`'s: the benchmark's validation split when it has
+one, else the sentence rows of the train writers that training holds out (never the test
+split: decoding chosen there would be tuned on the lines Table 2 reports). Every other ``generate`` setting (seed, batch size, points per character) is
 the params file's. Prints a table of CER (and WER) per bias (rows) and temperature (columns),
 the ground-truth CER of the same lines (the recognizer's own floor), the error share of each
 character class per cell and for the ground truth (one line each:
@@ -30,12 +28,10 @@ from pathlib import Path
 
 import torch
 
-from cashg.core.ink import write_ink
 from cashg.core.params import load_section
-from cashg.generation.split import generate_split
+from cashg.evaluation.held_out import HeldOutError, held_out_lines, score_held_out
 from cashg.model.checkpoint import load_model
 from cashg.model.device import resolve_device
-from cashg.recognition.data import read_sentence_subset
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import (
     ClassErrors,
@@ -43,27 +39,6 @@ from cashg.recognition.scoring import (
     error_counts,
     format_class_errors,
 )
-from cashg.training.data import held_out_writers
-
-
-def held_out_lines(subsets: Path, val_writers: int, tmp: Path) -> tuple[Path, Path, str]:
-    """``(gt.h5, style.h5, description)`` of the lines decoding is chosen on (module docstring)."""
-    val = subsets / "validation"
-    if (val / "gt.h5").is_file():
-        return val / "gt.h5", val / "style.h5", f"{val / 'gt.h5'} (validation split)"
-    train = subsets / "train"
-    if val_writers < 1:
-        raise SystemExit(f"{subsets}: no validation split and train.val_writers = 0: no held-out"
-                         " lines to choose the decoding on (never the test split)")
-    _, held = held_out_writers(train, val_writers)
-    held_set = set(held)
-    rows = [s for s in read_sentence_subset(train / "sentence.h5") if s.writer_id in held_set]
-    if not rows:
-        raise SystemExit(f"{train / 'sentence.h5'}: the held-out writers {held} have no rows")
-    gt = tmp / "held_out_gt.h5"
-    write_ink(gt, rows, split="held-out train writers")
-    return gt, train / "style.h5", (f"{len(rows)} sentence rows of the held-out train writers "
-                                    f"{held} ({train / 'sentence.h5'})")
 
 
 def main() -> int:
@@ -89,7 +64,10 @@ def main() -> int:
     results: dict[tuple[float, float], tuple[float, float]] = {}
     classes: dict[tuple[float, float], ClassErrors] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
+        try:
+            gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
+        except HeldOutError as exc:
+            raise SystemExit(str(exc)) from exc
         print(f"lines: {desc}\nmodel: {args.checkpoint}; recognizer: {args.recognizer}; "
               f"seed {gcfg.seed}, batch {gcfg.batch_size}", flush=True)
         refs: list[str] = []
@@ -97,13 +75,11 @@ def main() -> int:
             for t in args.temperature:
                 start = time.perf_counter()
                 opts = dataclasses.replace(gcfg, greedy=False, bias=b, temperature=t)
-                pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device,
-                                           progress=False)
-                refs = [s.text for s in gts]
-                hyps = recognizer.transcribe(pred)
-                score = error_counts(refs, hyps)
+                held, gts = score_held_out(model, cfg, opts, gt_path, style_path, recognizer,
+                                           device)
+                refs, score = held.refs, held.counts
                 results[b, t] = (score.cer, score.wer)
-                classes[b, t] = char_class_errors(refs, hyps)
+                classes[b, t] = held.classes
                 print(f"  bias {b:g}, temperature {t:g}: CER {score.cer:.3f}, WER "
                       f"{score.wer:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
         gt_hyps = recognizer.transcribe(gts)

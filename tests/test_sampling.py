@@ -355,3 +355,48 @@ def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, eve
     free = sel & (t >= 2) & (t < 7)
     assert int(free.sum()) > 20
     assert bool((pen[free] == batch.pen[free]).all())
+
+
+# ---------------------------------------------------------------- space_mode / lift_mode
+def _modes(model, texts, seed, n, **modes):
+    cps, mask = encode_texts(texts)
+    imgs = torch.rand(len(texts), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    return sample(model, cps, mask, imgs, SamplingOptions(
+        seed=seed, temperature=0.8, max_char_points=n, min_char_points=n, **modes))
+
+
+def test_space_mode_writes_spaces_at_the_mode(model):
+    """Spaces only, a fixed number of points: with space_mode every point is the mixture's mode,
+    so the seed no longer matters; without it the points are drawn."""
+    texts = ["  ", "   "]
+    a, b = (_modes(model, texts, s, 2, space_mode=True) for s in (1, 2))
+    for i in range(len(texts)):
+        np.testing.assert_allclose(a.deltas[i], b.deltas[i], atol=1e-6, rtol=0)
+    c, d = (_modes(model, texts, s, 2) for s in (1, 2))
+    assert not np.allclose(c.deltas[0], d.deltas[0])
+
+
+def test_lift_mode_puts_only_the_points_after_a_lift_at_the_mode(model):
+    """One point per character: every point follows a pen lift (the sentence start or the
+    previous character's EOC) unless the previous character joined cursively."""
+    texts = ["abcdef", "hello"]
+    runs = [_modes(model, texts, s, 1, lift_mode=True) for s in (1, 2)]
+    for i in range(len(texts)):
+        pens = [r.pen[i] for r in runs]
+        after = [np.r_[True, (p[:-1] == 1) | (p[:-1] == 3)] for p in pens]
+        same_prefix = np.r_[True, (pens[0] == pens[1])[:-1]]
+        both = np.cumprod(after[0] & after[1] & same_prefix).astype(bool)  # every point so far
+        assert both.sum() >= 2  # the first point and at least one jump compared
+        np.testing.assert_allclose(runs[0].deltas[i][both], runs[1].deltas[i][both], atol=1e-6)
+    plain = [_modes(model, texts, s, 1) for s in (1, 2)]
+    assert not np.allclose(plain[0].deltas[0][:1], plain[1].deltas[0][:1])
+
+
+@pytest.mark.parametrize("modes", [{"space_mode": True}, {"lift_mode": True},
+                                   {"space_mode": True, "lift_mode": True}])
+def test_modes_cached_matches_uncached(model, modes):
+    cps, mask = encode_texts(TEXTS)
+    imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    a, b = (sample(model, cps, mask, imgs, SamplingOptions(seed=3, use_cache=c, **modes))
+            for c in (True, False))
+    _assert_same(a, b)

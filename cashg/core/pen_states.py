@@ -41,6 +41,10 @@ import numpy as np
 
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
 
+# code points the model writes as spaces (pseudo-trajectories, no ink): the losses skip them at
+# VDL boundaries and the sampler's space_mode decodes them at the mode
+WHITESPACE = (9, 10, 13, 32, 0x3000)
+
 
 def time_pieces(stroke_index: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """Piece offsets (P + 1,) int64 over time-ordered points: cut where stroke or owner changes.

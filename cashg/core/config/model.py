@@ -183,6 +183,9 @@ class TrainConfig:
     stage3: StageWeights = StageWeights(char=0.3, bigram=0.5, sentence=1.0, style=0.2)
     lambda_pen: float = 1.5
     pen_class_weights: tuple[float, ...] = (1.0, 1.0, 2.0, 2.5)
+    # weight of the mixture NLL of the points after a pen lift (the jump to a new stroke or
+    # character; cashg.losses.after_lift); 1 = the paper's plain mean over points
+    jump_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
@@ -245,6 +248,11 @@ class SamplingOptions:
                                      "ends, counted as truncated)")
     min_char_points: int = _opt(1, "end-of-character states are impossible before this many "
                                    "points (min = max: a fixed number per character)")
+    space_mode: bool = _opt(False, "a space's points at its most probable mixture mean "
+                                   "(word gaps without the sampling's short tail); other "
+                                   "characters as set above")
+    lift_mode: bool = _opt(False, "a point that follows a pen lift (a stroke's or "
+                                  "character's start) at its most probable mixture mean")
     use_cache: bool = _opt(True, "key/value cache (off: the uncached reference computation, "
                                  "same points up to float rounding)")
 

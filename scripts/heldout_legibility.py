@@ -1,0 +1,96 @@
+"""One row of docs/legibility.md: CER, WER and the error share by character class of trained
+models on the held-out lines (never the test split), with their mean.
+
+    python scripts/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
+        --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
+        [--params params.yaml] [--decoding space_mode=false lift_mode=false] [--seed N]
+
+The checkpoints are usually one training change at several training seeds (``--set
+train.seed=1``); the decoding is the params file's ``generate`` section, changed by
+``--decoding KEY=VALUE`` (YAML values), so that a decoding change can be measured on the same
+models. The lines are :mod:`cashg.evaluation.held_out`'s (the train writers that training
+holds out, for the demo's ``dsd``: 130 rows of 3 writers). About 10-20 s per model on one CPU
+thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+from cashg.core.params import load_section
+from cashg.evaluation.held_out import HeldOutError, held_out_lines, score_held_out
+from cashg.model.checkpoint import load_model
+from cashg.recognition.recognizer import Recognizer
+from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
+
+
+def _decoding(gcfg, pairs: list[str]):
+    """``gcfg`` with the ``KEY=VALUE`` changes (unknown keys are an error)."""
+    names = {f.name for f in dataclasses.fields(gcfg)}
+    changes = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in names:
+            raise SystemExit(f"--decoding {pair!r}: expected KEY=VALUE with KEY one of "
+                             f"{', '.join(sorted(names))}")
+        changes[key] = yaml.safe_load(value)
+    return dataclasses.replace(gcfg, **changes)
+
+
+def _row(label: str, cer: float, wer: float, rates: dict) -> str:
+    cells = " | ".join("-" if rates[c] is None else f"{rates[c]:.3f}" for c in CHAR_CLASSES)
+    return f"| {label} | {cer:.3f} | {wer:.3f} | {cells} |"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", type=Path, nargs="+", required=True)
+    ap.add_argument("--subsets", type=Path, required=True, help="results/subsets/<benchmark>")
+    ap.add_argument("--recognizer", type=Path, required=True)
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"))
+    ap.add_argument("--decoding", nargs="*", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params')")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    gcfg = _decoding(load_section("generate", args.params), args.decoding)
+    if args.seed is not None:
+        gcfg = dataclasses.replace(gcfg, seed=args.seed)
+    recognizer = Recognizer.load(args.recognizer)
+    val_writers = load_section("train", args.params).val_writers
+    print(f"decoding: {gcfg}")
+    print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " |")
+    print("|---|---|---|" + "---|" * len(CHAR_CLASSES))
+    total_counts, total_classes = None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
+        except HeldOutError as exc:
+            raise SystemExit(str(exc)) from exc
+        for ckpt in args.checkpoint:
+            model, cfg, _ = load_model(ckpt, map_location="cpu")
+            held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu")
+            print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates()),
+                  flush=True)
+            total_counts = held.counts if total_counts is None else total_counts + held.counts
+            total_classes = held.classes if total_classes is None else total_classes + held.classes
+        gt_hyps = recognizer.transcribe(gts)
+    if len(args.checkpoint) > 1:  # pooled over the models: the mean of equal-sized runs
+        print(_row(f"all {len(args.checkpoint)}", total_counts.cer, total_counts.wer,
+                   total_classes.rates()))
+    floor = error_counts(held.refs, gt_hyps)
+    print(_row("ground truth", floor.cer, floor.wer,
+               char_class_errors(held.refs, gt_hyps).rates()))
+    print(f"lines: {desc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
