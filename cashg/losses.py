@@ -5,9 +5,7 @@
   (PM, PU, CURSIVE_EOC, EOC). Normalisation: ``(1/|V|) sum_{t in V} w_{y_t} (-log p_{t,y_t})``,
   i.e. the paper's mean over valid steps with each step's NLL multiplied by its class weight
   (NOT torch's weighted mean, which divides by ``sum w_{y_t}``).
-- :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5); optionally
-  (``jump_weight``, a demo legibility option, not the paper's) with the mixture NLL of the
-  points after a pen lift (:func:`after_lift`: the jump to a new stroke) weighted up.
+- :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5).
 - :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
 - :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
 
@@ -31,8 +29,6 @@ import torch
 import torch.nn.functional as F
 
 from cashg.core.pen_states import WHITESPACE
-from cashg.core.records import EOC as PEN_EOC
-from cashg.core.records import PU as PEN_UP
 from cashg.model.gmm_head import MixtureParams
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
@@ -53,33 +49,12 @@ def mixture_log_prob(p: MixtureParams, target: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(p.log_pi + log_n, dim=-1)
 
 
-def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
-            weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean negative log-likelihood over the steps where ``mask`` (...) is True; with
-    ``weights`` (...), each step's NLL is multiplied by its weight first (still divided by the
-    number of steps, as :func:`pen_loss` does)."""
+def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood over the steps where ``mask`` (...) is True."""
     sel = p.index(mask)
     if sel.mu.shape[0] == 0:
         return p.mu.sum() * 0.0
-    nll = -mixture_log_prob(sel, target[mask])
-    if weights is not None:
-        nll = nll * weights[mask]
-    return nll.mean()
-
-
-def after_lift(pen: torch.Tensor, point_mask: torch.Tensor) -> torch.Tensor:
-    """(B, S, T) bool: the points whose previous point of the sequence (in character order,
-    across character boundaries) ended with the pen lifted (PU or EOC), i.e. the offsets that
-    jump to a new stroke: a later stroke of the same character (the bar of an ``H``) or the next
-    character's first stroke. A sequence's first point has no previous point (False)."""
-    b, s, t = pen.shape
-    valid = point_mask.reshape(b, s * t)
-    pos = torch.arange(s * t, device=pen.device).expand(b, -1)
-    last = torch.where(valid, pos, -1).cummax(dim=1).values  # (B, S*T) last valid pos <= here
-    prev = torch.cat([last.new_full((b, 1), -1), last[:, :-1]], dim=1)  # last valid pos < here
-    prev_pen = pen.reshape(b, s * t).gather(1, prev.clamp(min=0))
-    lifted = (prev >= 0) & ((prev_pen == PEN_UP) | (prev_pen == PEN_EOC))
-    return (valid & lifted).reshape(b, s, t)
+    return -mixture_log_prob(sel, target[mask]).mean()
 
 
 def pen_loss(
@@ -99,23 +74,14 @@ def pen_loss(
 
 def sequence_loss(
     p: MixtureParams,
-    deltas: torch.Tensor,  # (B, S, T, 2)
-    pen: torch.Tensor,  # (B, S, T)
-    mask: torch.Tensor,  # (B, S, T)
+    deltas: torch.Tensor,  # (..., 2)
+    pen: torch.Tensor,  # (...)
+    mask: torch.Tensor,  # (...)
     lambda_pen: float = LAMBDA_PEN,
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
-    jump_weight: float = 1.0,
-    point_mask: torch.Tensor | None = None,  # (B, S, T) every valid point (default: mask)
 ) -> dict[str, torch.Tensor]:
-    """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen. ``jump_weight`` != 1
-    multiplies the mixture NLL of the points after a pen lift (:func:`after_lift`, found over
-    ``point_mask``, so a bigram's context character still ends the pen before its successor):
-    1 is the paper's plain mean."""
-    weights = None
-    if jump_weight != 1.0:
-        lifted = after_lift(pen, mask if point_mask is None else point_mask)
-        weights = torch.where(lifted, jump_weight, 1.0).to(p.mu.dtype)
-    mdn = gmm_nll(p, deltas, mask, weights)
+    """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen."""
+    mdn = gmm_nll(p, deltas, mask)
     pl = pen_loss(p.pen_logits, pen, mask, class_weights)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 

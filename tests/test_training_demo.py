@@ -12,7 +12,7 @@ import torch
 from cashg.core.config.model import TrainConfig
 from cashg.model.cashg_model import CASHG
 from cashg.model.presets import TINY, with_changes
-from cashg.training.data import BatchSource, SplitData, rare_char_weights
+from cashg.training.data import BatchSource, SplitData
 from cashg.training.init import data_scaled_init, offset_scale, position_scale
 from cashg.training.trainer import stream_losses
 
@@ -201,41 +201,3 @@ def test_bench_train_script_runs_the_demo_profile():
     assert res.returncode == 0, res.stderr[-2000:]
     assert "stage 1:" in res.stdout and "it/s" in res.stdout
     assert "losses identical across two runs: True" in res.stdout
-
-
-# ---------------------------------------------------------------- rare-character boost
-def test_rare_char_weights_lift_only_characters_below_the_mean():
-    chars = list("a" * 8 + "b" * 4 + "C" * 2 + "7" * 2)  # mean count 16 / 4 = 4
-    w = rare_char_weights(chars, 1.0)
-    assert np.allclose(w[:8], 1.0) and np.allclose(w[8:12], 1.0)  # at or above the mean: 1
-    assert np.allclose(w[12:], 2.0)  # half the mean: drawn twice as often
-    assert np.allclose(rare_char_weights(chars, 0.5)[12:], np.sqrt(2.0))
-    assert np.allclose(rare_char_weights(chars, 0.0), 1.0)
-    with pytest.raises(ValueError, match="bigram_rare_boost"):
-        rare_char_weights(chars, -1.0)
-
-
-def test_rare_boost_draws_rare_bigrams_more_often_and_stays_pure(subsets):
-    data = SplitData(subsets / "train")
-    chars = data.current_chars("bigram")
-    counts = {c: chars.count(c) for c in set(chars)}
-    mean = len(chars) / len(counts)
-    rare = {c for c, n in counts.items() if n < mean / 2}
-    assert rare, "fixture without rare bigram characters"
-    boosted = dataclasses.replace(TINY_TRAIN, bigram_rare_boost=1.0)
-
-    def rare_share(cfg):
-        src = BatchSource(data, cfg, style_refs=2)
-        drawn = [chars[i] for t in range(300) for i in src.indices(t, "bigram", 0, 3)]
-        return np.mean([c in rare for c in drawn])
-
-    assert rare_share(boosted) > 1.5 * rare_share(TINY_TRAIN)
-    owner = {i: w for w, r in data.by_writer["bigram"].items() for i in r}
-    a, b = (BatchSource(data, boosted, style_refs=2) for _ in range(2))
-    for t in range(5):
-        idx = a.indices(t, "bigram", 0, 3)
-        assert np.array_equal(idx, b.indices(t, "bigram", 0, 3))  # a pure function of t
-        assert len({owner[int(i)] for i in idx}) == len(idx)  # still one sample per writer
-    # the default (boost 0) keeps the paper's draw: the same indices as before the option
-    plain = BatchSource(data, TINY_TRAIN, style_refs=2)
-    assert "bigram" not in plain.weights

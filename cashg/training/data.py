@@ -20,15 +20,6 @@ batch (median glyph 20 points, longest 100): bucketing cuts the padded decoder t
 2-3x. The bucket draw uses the same seeded generator, so batches stay pure functions of the
 iteration. Sentence windows are not bucketed (their crop is random).
 
-Rare-character boost (``bigram_rare_boost`` > 0, a legibility option; 0 = the paper's uniform
-draw): within a writer, a bigram window is drawn with a weight that depends on its *current*
-character, ``max(1, mean / count) ** boost`` (:func:`rare_char_weights`; ``count`` = that
-character's windows over the training writers, ``mean`` = the average count per distinct
-character). Capitals, digits and punctuation are a few percent of the windows (each capital
-about 70 windows against about 1,800 per lower-case letter on the demo), while the characters
-at or above the average (lower-case letters, the space) keep their relative frequencies. A
-length bucket is then drawn in proportion to its summed weight.
-
 Coordinates: the subsets store absolute points in the sentence's height-normalised frame
 (y down, y in [0, 1] over the sentence). Each sample is translated in x so that its first point
 has x = 0; y is kept, so the first delta (measured from the origin, see
@@ -150,36 +141,6 @@ def sentence_chars(xy: np.ndarray, pen: np.ndarray, char_index: np.ndarray,
     """Per-character (T_i, 3) arrays of a sentence window."""
     pts = np.concatenate([_shift_x(xy), np.asarray(pen, np.float64)[:, None]], axis=1)
     return char_deltas(pts, char_index, n_chars)
-
-
-def rare_char_weights(chars: Sequence[str], boost: float) -> np.ndarray:
-    """(N,) float64 draw weight of each sample by its current character: ``max(1, mean /
-    count) ** boost`` (module docstring; ``count`` over ``chars``, ``mean`` = ``len(chars)`` /
-    distinct characters). ``boost`` 0 gives ones."""
-    if boost < 0:
-        raise ValueError(f"bigram_rare_boost must be >= 0, got {boost}")
-    if not len(chars):
-        return np.ones(0)
-    uniq, inverse, counts = np.unique(np.asarray(chars, dtype=object).astype(str),
-                                      return_inverse=True, return_counts=True)
-    mean = len(chars) / len(uniq)
-    per_char = np.maximum(1.0, mean / counts) ** boost
-    return per_char[inverse]
-
-
-def weighted_one_per_writer_batch(indices_by_writer: dict, batch_size: int,
-                                  rng: np.random.Generator, weights: np.ndarray) -> np.ndarray:
-    """Like :func:`~cashg.core.subsets.readers.one_per_writer_batch` (distinct writers drawn
-    uniformly without replacement), but each writer's sample is drawn with probability
-    proportional to ``weights`` (N,) of its indices."""
-    groups = [np.asarray(r, np.int64) for r in indices_by_writer.values() if len(r)]
-    k = min(batch_size, len(groups))
-    chosen = rng.choice(len(groups), size=k, replace=False)
-    out = []
-    for j in chosen:
-        w = weights[groups[j]]
-        out.append(groups[j][int(rng.choice(len(w), p=w / w.sum()))])
-    return np.array(out, np.int64)
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -334,13 +295,6 @@ class SplitData:
         return np.concatenate([np.arange(r.start, r.stop) for r in
                                self.by_writer[stream].values()]).astype(np.int64)
 
-    def current_chars(self, stream: str) -> list[str]:
-        """(N,) the current character of every char / bigram sample of ``stream``."""
-        if stream in self._arrays:
-            return [_str(c) for c in self._arrays[stream]["char"]]
-        with h5py.File(self.dir / f"{stream}.h5", "r") as f:
-            return [_str(c) for c in f["char"][()]]
-
     def point_counts(self, stream: str) -> np.ndarray:
         """(N,) number of points of every sample of ``stream`` (from the offsets only)."""
         if stream in self._arrays:
@@ -403,10 +357,6 @@ class BatchSource:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
                                 f"fill a writer-unique batch on {world} ranks")
-        # stream -> (N,) per-sample draw weights (bigram_rare_boost; absent = uniform)
-        self.weights: dict[str, np.ndarray] = {}
-        if cfg.bigram_rare_boost > 0 and "bigram" in data.readers:
-            self.weights["bigram"] = self.sample_weights("bigram", cfg.bigram_rare_boost)
         # stream -> (buckets usable on `world` ranks, their draw probabilities)
         self.buckets: dict[str, tuple[list[dict[str, np.ndarray]], np.ndarray]] = {}
         if cfg.length_buckets > 0:
@@ -414,19 +364,8 @@ class BatchSource:
                 if s in data.readers:
                     bk = [b for b in data.length_buckets(s, cfg.length_buckets)
                           if len(b) >= world]
-                    w = self.weights.get(s)
-                    sizes = np.array([sum(len(v) if w is None else w[v].sum()
-                                          for v in b.values()) for b in bk], np.float64)
+                    sizes = np.array([sum(len(v) for v in b.values()) for b in bk], np.float64)
                     self.buckets[s] = (bk, sizes / sizes.sum())
-
-    def sample_weights(self, stream: str, boost: float) -> np.ndarray:
-        """(N,) draw weights of every sample of ``stream`` (:func:`rare_char_weights` over this
-        split's writers' samples; other samples weigh 0, they are never drawn)."""
-        chars = self.data.current_chars(stream)
-        idx = self.data.writer_sample_indices(stream)
-        weights = np.zeros(len(chars))
-        weights[idx] = rare_char_weights([chars[i] for i in idx], boost)
-        return weights
 
     def indices(self, t: int, stream: str, micro: int, batch_size: int) -> np.ndarray:
         """(k,) this rank's sample indices of the global writer-unique batch."""
@@ -435,10 +374,7 @@ class BatchSource:
         if stream in self.buckets:  # a length bucket, drawn in proportion to its size
             buckets, prob = self.buckets[stream]
             pool = buckets[int(rng.choice(len(buckets), p=prob))]
-        if stream in self.weights:
-            glob = weighted_one_per_writer_batch(pool, batch_size, rng, self.weights[stream])
-        else:
-            glob = one_per_writer_batch(pool, batch_size, rng)
+        glob = one_per_writer_batch(pool, batch_size, rng)
         return glob[self.rank::self.world]
 
     def batch(self, t: int, stream: str, micro: int, batch_size: int) -> CharSequenceBatch:

@@ -137,8 +137,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
         out = model(batch, targets_only=not vdl)
     p = _float_params(out.params)
     mask = batch.point_mask & batch.target_mask[..., None]
-    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
-                        cfg.jump_weight, batch.point_mask)
+    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights)
     res = dict(seq)
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)

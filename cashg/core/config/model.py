@@ -183,9 +183,6 @@ class TrainConfig:
     stage3: StageWeights = StageWeights(char=0.3, bigram=0.5, sentence=1.0, style=0.2)
     lambda_pen: float = 1.5
     pen_class_weights: tuple[float, ...] = (1.0, 1.0, 2.0, 2.5)
-    # weight of the mixture NLL of the points after a pen lift (the jump to a new stroke or
-    # character; cashg.losses.after_lift); 1 = the paper's plain mean over points
-    jump_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
@@ -198,11 +195,6 @@ class TrainConfig:
     # > 0: char/bigram batches draw from one of this many length buckets (quantiles of the
     # sample's point count) to cut padding; 0 = the paper's plain writer-unique sampling
     length_buckets: int = 0
-    # > 0: bigram windows whose current character is rarer than the average character are drawn
-    # more often, by (mean count / count) ** bigram_rare_boost (common characters, the space
-    # included, keep weight 1); 0 = the paper's uniform draw within a writer
-    # (cashg/training/data.py: rare_char_weights)
-    bigram_rare_boost: float = 0.0
     # rescale the point embedding and mixture head to the data's offset scale before training
     # (cashg/training/init.py; an initialisation the paper leaves open; False = torch defaults)
     data_init: bool = False
