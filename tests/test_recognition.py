@@ -381,6 +381,9 @@ def _params(tmp_path, benchmarks=()):
     params["recognizer"] = {"benchmarks": list(benchmarks),
                             "model": dataclasses.asdict(TINY_MODEL),
                             "train": {"iterations": 8, "batch_size": 4, "val_writers": 1}}
+    # new_text reads with the recognizer: keep only the entries whose benchmark has one
+    params["new_text"]["experiments"] = {k: v for k, v in params["new_text"]["experiments"].items()
+                                         if v["benchmark"] in benchmarks}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     return path
