@@ -1,0 +1,51 @@
+"""Every relative link of the README and docs/ points at a file that exists, and every
+``#anchor`` at a heading of its target (GitHub's heading slugs), so that moving a section
+between pages cannot leave a newcomer with a dead link."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {slug(h) for h in re.findall(r"(?m)^#{1,6} (.+)$", text)}
+
+
+def links(page: Path) -> list[str]:
+    return LINK.findall(FENCE.sub("", page.read_text(encoding="utf-8")))
+
+
+def test_slug_follows_github():
+    assert slug("Legibility: a recognizer-based CER / WER") == "legibility-a-recognizer-based-cer--wer"
+    assert slug("The ink interchange format (`cashg-ink`, version 1)") == (
+        "the-ink-interchange-format-cashg-ink-version-1")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path):
+    broken = []
+    for target in links(page):
+        if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        dest = page if not path else (page.parent / path).resolve()
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
