@@ -1,10 +1,12 @@
 """The results report: one Markdown page with the paper's tables and figures, from stage outputs.
 
 ``cashg report --results results --out results/report --params params.yaml`` reads what the
-stages wrote (every number comes from a ``metrics.json`` or ``summary.json``; nothing is
-computed here) and writes ``report.md`` with images copied next to it. Which benchmarks and
-experiments to show comes from the params file (``subsets.benchmarks``, ``experiments``,
-``ablation.cells``), so a dataset swap or a new experiment changes the report with no code change:
+stages wrote (every number comes from a ``metrics.json`` or ``summary.json``, except Table
+3's bootstrap intervals, computed from the cells' ``sentences.csv`` by
+:mod:`cashg.evaluation.bootstrap`) and writes ``report.md`` with images copied next to it.
+Which benchmarks and experiments to show comes from the params file (``subsets.benchmarks``,
+``experiments``, ``ablation.cells``), so a dataset swap or a new experiment changes the report
+with no code change:
 
 - Table 2 layout: sentence-level CSM and DTW of every test-split experiment, by benchmark,
   next to the benchmark's ground truth scored against a seeded perturbed copy of itself (a
@@ -14,7 +16,11 @@ experiments to show comes from the params file (``subsets.benchmarks``, ``experi
   ``model`` overrides over the ``model`` section; the full model is a cell like the others,
   not the benchmark's own test-split experiment), with the split and the number of sentences
   the rows were scored on under it, read from each row's generation and evaluation records
-  (``results/generate/<cell>/summary.json``, ``results/evaluate/<cell>/details.json``);
+  (``results/generate/<cell>/summary.json``, ``results/evaluate/<cell>/details.json``); each
+  value with its 95 % bootstrap interval over sentences, the paired difference of every cell
+  to the full model, and a sentence per metric naming the cells that differ from it beyond
+  that spread (``results/evaluate/<cell>/sentences.csv``; without them, the plain values and
+  a statement that no spread is available);
 - under each table, the decoding that generated its rows (greedy, the authors' decoding, or
   stochastic sampling with its temperature and bias), read from what each generate stage
   recorded (``results/generate/<experiment>/summary.json``), one line when all rows agree,
@@ -38,6 +44,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import pandas as pd
+
+from cashg.evaluation.bootstrap import (
+    EPS,
+    AblationSpread,
+    Interval,
+    bootstrap_ablation,
+    read_sentences,
+)
 from cashg.evaluation.protocols import CLASS_ERROR_KEYS
 from cashg.evaluation.tables import format_value, table2_markdown
 from cashg.generation.outputs import describe_decoding
@@ -50,20 +65,154 @@ def _read_json(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def table3_markdown(rows: list[tuple[bool, bool, dict | None]]) -> str:
+_T3_KEYS = (*_CSM, "DTW_norm", "DTW_raw", "CER", "WER")
+_T3_TITLES = {"F1_cursive": "F1_Cursive ↑", "CRE": "CRE ↑", "KGS": "KGS ↑", "SSS": "SSS ↑",
+              "DTW_norm": "DTW_norm ↓", "DTW_raw": "DTW_raw ↓", "CER": "CER ↓", "WER": "WER ↓"}
+_LOWER_IS_BETTER = frozenset({"DTW_norm", "DTW_raw", "CER", "WER"})
+
+
+def table3_markdown(rows: list[tuple[bool, bool, dict | None]],
+                    spreads: Sequence[Mapping[str, Interval] | None] | None = None) -> str:
     """Rows of (bi_swt, fusion, metrics) -> the paper's Table 3 layout (CSM | DTW), then the
-    recognizer's CER / WER of the generated lines (not in the paper)."""
-    lines = [
-        "| Bi-SWT | Ctx. Fusion | F1_Cursive ↑ | CRE ↑ | KGS ↑ | SSS ↑ | DTW_norm ↓ | DTW_raw ↓ |"
-        " CER ↓ | WER ↓ |",
-        "|:-:|:-:|--:|--:|--:|--:|--:|--:|--:|--:|",
-    ]
-    for bi_swt, fusion, metrics in rows:
+    recognizer's CER / WER of the generated lines (not in the paper). ``spreads``: per row,
+    metric -> its bootstrap interval, shown as ``value [low, high]`` (a value without one
+    stays a single number)."""
+    lines = ["| Bi-SWT | Ctx. Fusion | " + " | ".join(_T3_TITLES[k] for k in _T3_KEYS) + " |",
+             "|:-:|:-:|" + "--:|" * len(_T3_KEYS)]
+    for i, (bi_swt, fusion, metrics) in enumerate(rows):
         m = metrics or {}
+        spread = (spreads[i] if spreads is not None else None) or {}
         cells = ["On" if bi_swt else "Off", "On" if fusion else "Off"]
-        cells += [format_value(m.get(k)) for k in (*_CSM, "DTW_norm", "DTW_raw", "CER", "WER")]
+        for k in _T3_KEYS:
+            text = format_value(m.get(k))
+            if m.get(k) is not None and k in spread:
+                text += f" [{format_value(spread[k].low)}, {format_value(spread[k].high)}]"
+            cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _switches(bi_swt: bool, fusion: bool) -> str:
+    return f"Bi-SWT {'On' if bi_swt else 'Off'}, Ctx. Fusion {'On' if fusion else 'Off'}"
+
+
+def _signed(value: float, key: str) -> str:
+    """A signed difference of metric ``key``, at a precision that keeps a small difference
+    from reading as 0 (three decimals for scores in [0, 1], two for DTW_norm, none for
+    DTW_raw)."""
+    digits = {"DTW_norm": 2, "DTW_raw": 0}.get(key, 3)
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text  # no sign on a rounded zero
+
+
+def read_ablation_spread(results: Path, ablation: Mapping[str, tuple[bool, bool]],
+                         ) -> AblationSpread:
+    """Bootstrap intervals of the Table 3 cells and their paired differences to the full
+    model (:func:`cashg.evaluation.bootstrap.bootstrap_ablation`), from each cell's
+    ``results/evaluate/<cell>/sentences.csv``, ``metrics.json`` and ``details.json`` (its CSM
+    ``eps``). A cell whose files are missing or unreadable has no spread (never an error)."""
+    tables: dict[str, pd.DataFrame | None] = {}
+    metrics: dict[str, dict] = {}
+    eps: dict[str, float] = {}
+    for cell in ablation:
+        folder = results / "evaluate" / cell
+        try:
+            metrics[cell] = _read_json(folder / "metrics.json") or {}
+            details = _read_json(folder / "details.json") or {}
+            path = folder / "sentences.csv"
+            tables[cell] = read_sentences(path) if path.is_file() else None
+        except (OSError, ValueError):  # unreadable or malformed: no spread for this cell
+            tables[cell], details = None, {}
+        eps[cell] = float((details.get("options") or {}).get("eps") or EPS)
+    full = [cell for cell, switches in ablation.items() if switches == (True, True)]
+    return bootstrap_ablation(tables, metrics, full[0] if full else None, keys=_T3_KEYS, eps=eps)
+
+
+def spread_markdown(spread: AblationSpread, ablation: Mapping[str, tuple[bool, bool]],
+                    scored: Sequence[str]) -> list[str]:
+    """The lines under Table 3: how the intervals were made, the paired differences of each
+    cell to the full model (a table), and one plain sentence per metric saying which cells,
+    if any, differ from the full model beyond the bootstrap spread. ``scored``: the cells with
+    a ``metrics.json``."""
+    have = [cell for cell in scored if spread.intervals.get(cell)]
+    if not have:
+        why = "; ".join(f"`{cell}`: {spread.unavailable.get(cell, 'no interval')}"
+                        for cell in scored)
+        return ["**No spread available**: the per-sentence scores"
+                " (`results/evaluate/<cell>/sentences.csv`) the bootstrap needs are missing"
+                f" ({why or 'no cell scored'}). The values above are single numbers with no"
+                " sign of how far they would move on other sentences or another training seed;"
+                " do not read their order as a ranking.", ""]
+    n = sorted({spread.n_sentences[cell] for cell in have})
+    over = f"the {n[0]} sentences" if len(n) == 1 else "each cell's sentences"
+    level = f"{100 * spread.level:g} %"
+    lines = [f"In brackets: the {level} bootstrap interval of each value over {over}"
+             f" ({spread.n_resamples:,} resamples, seed {spread.seed}: every resample draws each"
+             " writer's sentences with replacement, as many as the writer has, and recomputes"
+             " the metric the way its headline value is aggregated, writer-macro for CSM and"
+             " DTW, totals for CER / WER; `cashg/evaluation/bootstrap.py`, docs/metrics.md)."
+             " **The intervals cover the sampling of sentences only**: not the choice of the"
+             " writers, and not training-seed variation (each cell is one training run).", ""]
+    missing = [cell for cell in scored if cell not in have]
+    if missing:
+        lines += ["No spread for " + ", ".join(
+            f"`{cell}` ({spread.unavailable.get(cell, 'no interval')})" for cell in missing)
+            + ": its values are single numbers.", ""]
+    for cell, keys in spread.mismatched.items():
+        lines += [f"`{cell}`: its `sentences.csv` does not reproduce the {', '.join(keys)} of"
+                  " its `metrics.json` (outputs of different evaluate runs?): no interval"
+                  " there.", ""]
+    diffs = {cell: d for cell, d in spread.differences.items() if d}
+    if not diffs:
+        if spread.reference not in have:
+            lines += ["No paired comparison: the full model (Bi-SWT On, Ctx. Fusion On) has no"
+                      " per-sentence scores.", ""]
+        return lines
+    keys = [k for k in _T3_KEYS if any(k in d for d in diffs.values())]
+    n_pair = sorted({d.n_sentences for ds in diffs.values() for d in ds.values()})
+    pair_over = f"the {n_pair[0]} sentences" if len(n_pair) == 1 else "their common sentences"
+    lines += [f"Paired differences to the full model (`{spread.reference}`): cell minus full"
+              f" model on {pair_over} both scored, each interval from the same resampled"
+              " sentences for both; **bold**: the interval excludes 0, a difference beyond the"
+              " bootstrap spread.", "",
+              "| Bi-SWT | Ctx. Fusion | " + " | ".join(f"Δ {_T3_TITLES[k]}" for k in keys) + " |",
+              "|:-:|:-:|" + "--:|" * len(keys)]
+    for cell, d in diffs.items():
+        bi_swt, fusion = ablation[cell]
+        cells = ["On" if bi_swt else "Off", "On" if fusion else "Off"]
+        for k in keys:
+            if k not in d:
+                cells.append("--")
+                continue
+            text = (f"{_signed(d[k].value, k)} [{_signed(d[k].interval.low, k)},"
+                    f" {_signed(d[k].interval.high, k)}]")
+            cells.append(text if d[k].within else f"**{text}**")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for k in keys:
+        compared = [cell for cell in diffs if k in diffs[cell]]
+        beyond = [cell for cell in compared if not diffs[cell][k].within]
+        head = f"- {_T3_TITLES[k]}: "
+        if not beyond:
+            lines.append(head + "no cell differs from the full model beyond the bootstrap"
+                         f" spread ({level} paired intervals over {pair_over}); the order of"
+                         " the rows in this column is noise at this budget.")
+            continue
+        said = []
+        for cell in beyond:
+            diff = diffs[cell][k].value
+            better = (diff < 0) == (k in _LOWER_IS_BETTER)
+            said.append(f"`{cell}` ({_switches(*ablation[cell])})"
+                        f" {'better' if better else 'worse'} ({_signed(diff, k)})")
+        within = [f"`{cell}`" for cell in compared if cell not in beyond]
+        lines.append(head + "differs from the full model beyond the bootstrap spread for "
+                     + ", ".join(said)
+                     + (f"; {', '.join(within)} within the spread." if within else "."))
+    lines += ["", "Read a difference beyond the spread as: these trained models score"
+              " differently on these writers' sentences. With one training run per cell it"
+              " does not show that the switch (Bi-SWT, gated fusion) causes it: another"
+              " training seed of the same cell may move it as far.", ""]
+    return lines
 
 
 def decoding_markdown(results: Path, experiments: Sequence[str]) -> list[str]:
@@ -304,7 +453,10 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
     if ablation_rows:
         scored = [exp for exp in ablation
                   if (results / "evaluate" / exp / "metrics.json").is_file()]
-        parts.append(table3_markdown(ablation_rows))
+        spread = read_ablation_spread(results, ablation)
+        parts.append(table3_markdown(ablation_rows,
+                                     [spread.intervals.get(exp) for exp in ablation]))
+        parts += spread_markdown(spread, ablation, scored)
         parts += scored_on_markdown(results, scored)
         parts += decoding_markdown(results, scored)
 

@@ -283,3 +283,92 @@ def test_paper_profile_decodes_greedily_and_demo_samples_sharpened(repo_root):
     demo = load_params(repo_root / "params.yaml")["generate"]
     assert paper.greedy is True
     assert (demo.greedy, demo.temperature, demo.bias) == (False, 0.8, 0.0)
+
+
+def _cell_outputs(results, exp: str, dtw_shift: float = 0.0, seed: int = 0,
+                  writers: int = 4, per_writer: int = 10) -> None:
+    """An evaluate output of a Table 3 cell: sentences.csv (random CSM ingredients and DTW
+    per sentence, every DTW raised by ``dtw_shift``) and the metrics.json aggregated from it."""
+    import numpy as np
+    import pandas as pd
+
+    from cashg.evaluation.bootstrap import metric_replicates
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in range(writers):
+        for j in range(per_writer):
+            nb = int(rng.integers(2, 10))
+            tp = int(rng.integers(0, nb))
+            norm = float(rng.uniform(1.0, 3.0)) + dtw_shift
+            rows.append({"sentence_id": f"s{w}-{j}", "writer_id": f"w{w}", "text": "ab cd",
+                         "n_boundaries": nb, "tp": tp, "fp": int(rng.integers(0, 2)),
+                         "fn": int(rng.integers(0, 2)), "rate_gt": tp / nb,
+                         "rate_pred": float(rng.uniform()), "kgs_mean": float(rng.uniform()),
+                         "n_space_runs": 1, "sss_mean": float(rng.uniform()),
+                         "dtw_raw": 100 * norm, "dtw_norm": norm})
+    table = pd.DataFrame(rows)
+    folder = results / "evaluate" / exp
+    folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(folder / "sentences.csv", index=False)
+    full = metric_replicates(table, np.ones((1, len(table))))
+    metrics = {**_metrics(0.0), **{k: float(v[0]) for k, v in full.items()}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_table3_shows_bootstrap_spread_and_says_what_differs(tmp_path):
+    """Each Table 3 value with its bootstrap interval over sentences; the note gives the
+    resamples, the seed and what the interval does not cover; paired differences to the full
+    model, and one sentence per metric: a copy of the full model is within the spread, a cell
+    worse on every sentence is named as differing, in the right direction."""
+    results = tmp_path / "results"
+    _cell_outputs(results, "merged-full", seed=1)
+    _cell_outputs(results, "merged-no_biswt", seed=1)  # the full model's twin
+    _cell_outputs(results, "merged-no_gate", seed=1, dtw_shift=0.5)  # worse DTW everywhere
+    _cell_outputs(results, "merged-neither", seed=1, dtw_shift=-0.5)  # better DTW everywhere
+    text = _report(results, tmp_path / "report")
+    table3 = _table_section(text, "layout of the paper's Table 3")
+    rows = [line for line in table3.splitlines() if line.startswith(("| On", "| Off"))]
+    assert len(rows) == 4 + 3  # the table, then the differences of the three other cells
+    assert all(cell.count("[") == 1 for cell in rows[0].split(" | ")[2:8])
+    assert rows[0].endswith("| -- | -- |")  # no CER / WER: no value, no interval
+    assert "1,000 resamples, seed 0" in table3 and "over the 40 sentences" in table3
+    assert "sentences only" in table3 and "training-seed variation" in table3
+    assert ("- F1_Cursive ↑: no cell differs from the full model beyond the bootstrap spread"
+            in table3)
+    dtw = next(line for line in table3.splitlines() if line.startswith("- DTW_norm ↓:"))
+    assert "`merged-no_gate` (Bi-SWT On, Ctx. Fusion Off) worse (+0.50)" in dtw
+    assert "`merged-neither` (Bi-SWT Off, Ctx. Fusion Off) better (-0.50)" in dtw
+    assert "`merged-no_biswt` within the spread" in dtw
+    twin = rows[4].split(" | ")
+    assert twin[:2] == ["| Off", "On"] and twin[2] == "0.000 [0.000, 0.000]"
+    assert "**+0.50 [+0.50, +0.50]**" in rows[5]  # beyond the spread: bold
+    assert _report(results, tmp_path / "report2") == text  # deterministic
+
+
+def test_table3_without_per_sentence_scores_falls_back(tmp_path):
+    """Old outputs (no sentences.csv, or an unreadable one): the plain values, a statement
+    that no spread is available, never a crash; one cell without them: named, the others
+    keep their intervals."""
+    results = tmp_path / "results"
+    for exp in ABLATION:
+        _cell_outputs(results, exp)
+    (results / "evaluate" / "merged-no_gate" / "sentences.csv").unlink()
+    table3 = _table_section(_report(results, tmp_path / "report"),
+                            "layout of the paper's Table 3")
+    assert "No spread for `merged-no_gate` (no per-sentence scores)" in table3
+    rows = [line for line in table3.splitlines() if line.startswith(("| On", "| Off"))]
+    assert "[" in rows[0] and "[" not in rows[2]  # rows[2]: merged-no_gate (On, Off)
+    for exp in ABLATION:
+        path = results / "evaluate" / exp / "sentences.csv"
+        if path.is_file():
+            path.unlink()
+    (results / "evaluate" / "merged-full" / "sentences.csv").write_bytes(b"\xff\xfe\x00garbage")
+    table3 = _table_section(_report(results, tmp_path / "report"),
+                            "layout of the paper's Table 3")
+    assert "**No spread available**" in table3 and "Paired differences" not in table3
+    rows = [line for line in table3.splitlines() if line.startswith(("| On", "| Off"))]
+    assert len(rows) == 4 and not any("[" in row for row in rows)
+    assert rows == table3_markdown([  # today's table
+        (b, f, json.loads((results / "evaluate" / exp / "metrics.json").read_text()))
+        for exp, (b, f) in ABLATION.items()]).splitlines()[2:]
