@@ -238,3 +238,11 @@ def test_svg_is_smooth_paths_cropped_to_the_ink(ckpt, tmp_path):
     assert root.get("width") == "640"
     svg = (tmp_path / "a.svg").read_text()
     assert "<polyline" not in svg and re.search(r'<path d="M[-\d.,]+ C', svg)
+
+
+def test_writer_lists_are_in_natural_order_and_cut_after_30():
+    from cashg.generation.inputs import list_names
+
+    assert list_names(["brush:10", "brush:9", "a"]) == "a, brush:9, brush:10"
+    many = list_names([f"w{i}" for i in range(45)])
+    assert many.startswith("w0, w1, w2,") and many.endswith(", w29, ... (45 in all)")

@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"ignore ./{DEFAULT_PARAMS}: the built-in decoding defaults")
     parser.add_argument("--strict", action="store_true",
                         help="fail on characters not in the training inventory")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_option_arguments(parser)  # the SamplingOptions fields: --seed, --greedy, ...
 
 
