@@ -1,6 +1,10 @@
-"""``cashg generate`` from a tiny randomly initialised checkpoint, to every output format."""
+"""``cashg generate`` from a tiny randomly initialised checkpoint, to every output format: the
+decoding defaults from a params file, the writers of a style file, cropped pictures."""
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 import h5py
 import numpy as np
@@ -10,12 +14,20 @@ from lxml import etree
 from PIL import Image
 
 from cashg.cli import main
+from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import read_ink
+from cashg.generation.render import MARGIN
 from cashg.model import CASHG
 from cashg.model.checkpoint import save_model_checkpoint
 from cashg.model.presets import TINY
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _away_from_the_repository(tmp_path, monkeypatch):
+    """Run in an empty folder: the repository's ``params.yaml`` must not set the decoding."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +79,7 @@ def test_generate_is_deterministic_and_strict(ckpt):
     assert main(args + ["--out", str(ckpt / "c.pdf")]) == 2
 
 
-def test_generate_from_style_h5(ckpt, tmp_path):
+def test_generate_from_style_h5(ckpt, tmp_path, capsys):
     # a minimal style.h5 through the subsets writer's own reader contract
     from cashg.core.subsets.readers import StyleReader
 
@@ -98,8 +110,12 @@ def test_generate_from_style_h5(ckpt, tmp_path):
                "--writer", "w1", "--style-h5", str(path), "--out", str(out),
                "--max-char-points", "5"])
     assert rc == 0 and read_ink(out)["gen-00000"].writer_id == "w1"
-    assert main(["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
-                 "--writer", "nobody", "--style-h5", str(path), "--out", str(out)]) == 1
+    capsys.readouterr()
+    # an unknown id fails before the model loads (the checkpoint does not even exist)
+    assert main(["generate", "--checkpoint", str(tmp_path / "missing.pt"), "--text", "ab",
+                 "--writer", "brush:5", "--style-h5", str(path), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"no writer 'brush:5' in {path}; its writers: w0, w1\n" in err
 
 
 def test_generate_uses_the_checkpoints_number_of_style_references(ckpt, monkeypatch):
@@ -135,3 +151,98 @@ def test_checkpoint_without_model_style_refs_gets_its_training_number(ckpt, tmp_
     del payload["extra"]["params"]
     torch.save(payload, tmp_path / "older.pt")
     assert load_model(tmp_path / "older.pt")[1].style_refs == 15  # the authors' number
+
+
+def _spy_options(monkeypatch) -> list[SamplingOptions]:
+    """Record the sampling options of each generation (run with at most 4 points per
+    character, to stay fast)."""
+    import cashg.generation.sampling
+
+    seen = []
+    real = cashg.generation.sampling.generate_sentences
+
+    def spy(model, texts, refs, opts, **kw):
+        seen.append(opts)
+        return real(model, texts, refs, dataclasses.replace(opts, max_char_points=4), **kw)
+
+    monkeypatch.setattr(cashg.generation.sampling, "generate_sentences", spy)
+    return seen
+
+
+def test_decoding_defaults_come_from_the_params_file_and_flags_win(ckpt, tmp_path, monkeypatch,
+                                                                   capsys):
+    seen = _spy_options(monkeypatch)
+    params = tmp_path / "tuned.yaml"
+    params.write_text("generate:\n  temperature: 0.5\n  space_mode: true\n  seed: 7\n")
+    args = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
+            "--style-images", str(ckpt / "refs"), "--out", str(tmp_path / "o.h5")]
+    tuned = SamplingOptions(temperature=0.5, space_mode=True, seed=7)
+
+    assert main(args + ["--params", str(params)]) == 0
+    assert seen[-1] == tuned
+    assert (f"cashg generate: decoding from {params}: temperature 0.5, bias 0.0, space_mode,"
+            " seed 7\n") in capsys.readouterr().err
+
+    assert main(args + ["--params", str(params), "--temperature", "1.5", "--no-space-mode"]) == 0
+    assert seen[-1] == dataclasses.replace(tuned, temperature=1.5, space_mode=False)
+    assert (f"decoding from {params} and --temperature --space-mode: temperature 1.5, bias 0.0,"
+            " seed 7\n") in capsys.readouterr().err
+
+    assert main(args) == 0  # no params.yaml here: the built-in defaults
+    assert seen[-1] == SamplingOptions()
+    assert "decoding from the built-in defaults: temperature 1.0" in capsys.readouterr().err
+
+    (tmp_path / "params.yaml").write_text(params.read_text())  # ./params.yaml is found
+    assert main(args) == 0 and seen[-1] == tuned
+    assert "decoding from params.yaml: temperature 0.5" in capsys.readouterr().err
+    assert main(args + ["--no-params"]) == 0 and seen[-1] == SamplingOptions()
+
+    (tmp_path / "params.yaml").write_text("generate:\n  temprature: 0.5\n")  # a typo: refused
+    assert main(args) == 2 and len(seen) == 5
+    assert "temprature" in capsys.readouterr().err
+
+
+def _ink_box(path) -> tuple[np.ndarray, np.ndarray]:
+    """Corners of the drawn points of the one line of a cashg-ink file (spaces left out)."""
+    (s,) = read_ink(path).values()
+    drawn = np.array([not s.text[c].isspace() for c in s.char_index])
+    return s.xy[drawn].min(0), s.xy[drawn].max(0)
+
+
+def test_png_is_width_pixels_wide_and_cropped_to_the_ink(ckpt, tmp_path):
+    args = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab",
+            "--style-images", str(ckpt / "refs"), "--seed", "2", "--max-char-points", "6"]
+    assert main(args + ["--out", str(tmp_path / "a.h5")]) == 0
+    assert main(args + ["--out", str(tmp_path / "a.png"), "--width", "320"]) == 0
+    lo, hi = _ink_box(tmp_path / "a.h5")
+    w, h = hi - lo + 2 * MARGIN
+    img = np.asarray(Image.open(tmp_path / "a.png").convert("L"))
+    assert img.shape == (min(round(320 * h / w), 8 * 320), 320)
+    dark = img < 128
+    rows, cols = np.flatnonzero(dark.any(1)), np.flatnonzero(dark.any(0))
+    margin_px = MARGIN * 320 / w
+    for gap in (rows[0], cols[0], img.shape[0] - 1 - rows[-1], img.shape[1] - 1 - cols[-1]):
+        assert gap <= margin_px + 1, (gap, margin_px)  # ink reaches each border's margin
+
+
+def test_svg_is_smooth_paths_cropped_to_the_ink(ckpt, tmp_path):
+    args = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab c",
+            "--style-images", str(ckpt / "refs"), "--seed", "2", "--max-char-points", "6"]
+    assert main(args + ["--out", str(tmp_path / "a.h5")]) == 0
+    assert main(args + ["--out", str(tmp_path / "a.svg"), "--width", "640"]) == 0
+    root = etree.parse(str(tmp_path / "a.svg"),
+                       etree.XMLParser(resolve_entities=False, no_network=True)).getroot()
+    lo, hi = _ink_box(tmp_path / "a.h5")
+    box = [float(v) for v in root.get("viewBox").split()]
+    np.testing.assert_allclose(box, [0, 0, *(hi - lo + 2 * MARGIN)], atol=2e-4)
+    assert root.get("width") == "640"
+    svg = (tmp_path / "a.svg").read_text()
+    assert "<polyline" not in svg and re.search(r'<path d="M[-\d.,]+ C', svg)
+
+
+def test_writer_lists_are_in_natural_order_and_cut_after_30():
+    from cashg.generation.inputs import list_names
+
+    assert list_names(["brush:10", "brush:9", "a"]) == "a, brush:9, brush:10"
+    many = list_names([f"w{i}" for i in range(45)])
+    assert many.startswith("w0, w1, w2,") and many.endswith(", w29, ... (45 in all)")

@@ -5,7 +5,8 @@ module.
 - :mod:`~cashg.generation.options`: the ``cashg generate`` flags, derived from the one
   sampling-options type :class:`~cashg.core.config.model.SamplingOptions`;
 - :mod:`~cashg.generation.inputs`: style reference images, unknown characters;
-- :mod:`~cashg.generation.render`: drawing ink (PNG, SVG, InkML);
+- :mod:`~cashg.generation.render`: drawing ink (PNG, SVG, InkML), pictures cropped to the ink;
+- :mod:`~cashg.generation.curves`: the smooth (Catmull-Rom / Bezier) strokes of pictures;
 - :mod:`~cashg.generation.outputs`: writing generated lines, the generate stage's outputs and
   the record of their decoding;
 - :mod:`~cashg.generation.split`: a held-out split written again by the model;

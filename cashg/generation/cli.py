@@ -1,13 +1,26 @@
 """``cashg generate --checkpoint CKPT --text "..." (--style-images DIR | --writer ID) --out FILE``.
 
 The output extension picks the format: ``.png``, ``.svg``, ``.inkml`` or ``.h5`` (the
-``cashg-ink`` interchange file). Style references: ``--style-images DIR`` loads every PNG of the
-folder (sorted by name; any size, converted to grayscale, resized to the model's image size, and
-inverted when the background is light, so that background = 0 and ink = 1 as in the subsets);
-``--writer ID --style-h5 FILE`` takes that writer's reference images from a subsets ``style.h5``.
-At most ``--n-refs`` references are used, evenly spaced over the sorted list; by default the
-checkpoint's ``model.style_refs``, the number the model was trained with (the generate stage
-always uses that number).
+``cashg-ink`` interchange file). Pictures (PNG, SVG) show one line per ``--text``, each cropped
+to its ink plus a margin, ``--width`` pixels wide (the height follows the ink); SVG strokes are
+smooth Bezier paths (:mod:`cashg.generation.render`).
+
+Style references: ``--style-images DIR`` loads every PNG of the folder (sorted by name; any
+size, converted to grayscale, resized to the model's image size, and inverted when the
+background is light, so that background = 0 and ink = 1 as in the subsets); ``--writer ID
+--style-h5 FILE`` takes that writer's reference images from a subsets ``style.h5`` (an unknown
+id is an error that lists the file's writers). At most ``--n-refs`` references are used, evenly
+spaced over the sorted list; by default the checkpoint's ``model.style_refs``, the number the
+model was trained with (the generate stage always uses that number).
+
+Decoding: a sampling flag given on the command line wins; the others come from the ``generate``
+section of ``--params FILE``, else of ``./params.yaml`` when there is one (``--no-params``
+skips it), else from the :class:`~cashg.core.config.model.SamplingOptions` defaults. So in a
+checkout of the pipeline the command decodes as the generate stage does (the tuned temperature
+and modes of ``params.yaml``), and one line on stderr says where the decoding came from and its
+values. The checkpoint does not carry the decoding on purpose: the train stage would then
+depend on the ``generate`` params, and DVC would retrain the model at every decoding change
+(the decoding is tuned after training, on the trained model).
 
 Characters absent from the checkpoint's training inventory (``extra["char_inventory"]``) are
 reported on stderr (the text is still generated as given; ``--strict`` makes them an error).
@@ -19,40 +32,74 @@ import argparse
 import sys
 from pathlib import Path
 
-from cashg.generation.options import add_option_arguments, options_from_args
+from cashg.core.config.model import SamplingOptions
+from cashg.generation.options import add_option_arguments, flag, given_options
 from cashg.generation.outputs import FORMATS
+
+DEFAULT_PARAMS = Path("params.yaml")  # looked for in the working directory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``cashg generate``; the sampling ones derived from
     :class:`~cashg.core.config.model.SamplingOptions` (:mod:`cashg.generation.options`)."""
+    from cashg.generation.render import WIDTH
+
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
     parser.add_argument("--text", required=True, action="append",
                         help="text to write (repeat for several lines)")
     style = parser.add_mutually_exclusive_group(required=True)
-    style.add_argument("--style-images", type=Path, help="folder of reference glyph PNGs")
-    style.add_argument("--writer", help="writer id in --style-h5")
+    style.add_argument("--style-images", type=Path,
+                       help="folder of reference glyph PNGs (any size; light or dark background)")
+    style.add_argument("--writer", help="writer id in --style-h5 (e.g. brush:55)")
     parser.add_argument("--style-h5", type=Path, help="subsets style.h5 (with --writer)")
     parser.add_argument("--n-refs", type=int, default=None,
                         help="reference images used (default: the checkpoint's model.style_refs,"
                              " the number it was trained with)")
     parser.add_argument("--out", required=True, type=Path,
                         help="output file: .png, .svg, .inkml or .h5 (cashg-ink)")
+    parser.add_argument("--width", type=int, default=WIDTH,
+                        help="width in pixels of a .png (the SVG's width attribute); the height "
+                             f"follows the ink (default: {WIDTH})")
+    params = parser.add_mutually_exclusive_group()
+    params.add_argument("--params", type=Path, default=None,
+                        help="params file whose generate section gives the decoding defaults "
+                             f"(default: ./{DEFAULT_PARAMS} if it exists)")
+    params.add_argument("--no-params", action="store_true",
+                        help=f"ignore ./{DEFAULT_PARAMS}: the built-in decoding defaults")
     parser.add_argument("--strict", action="store_true",
                         help="fail on characters not in the training inventory")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_option_arguments(parser)  # the SamplingOptions fields: --seed, --greedy, ...
+
+
+def params_file(args: argparse.Namespace, cwd: Path | None = None) -> Path | None:
+    """The params file of the decoding defaults: ``--params``, else ``./params.yaml`` when it
+    exists (and ``--no-params`` is not given), else None."""
+    if args.params is not None:
+        return args.params
+    local = (cwd or Path.cwd()) / DEFAULT_PARAMS
+    return None if args.no_params or not local.is_file() else DEFAULT_PARAMS
+
+
+def resolve_decoding(args: argparse.Namespace) -> tuple[SamplingOptions, str]:
+    """The decoding (given flags over the params file's ``generate`` section, see
+    :func:`params_file`) and the stderr line that says where it came from.
+
+    Raises :class:`cashg.core.params.ParamsError` (a ``ValueError``) for a bad params file and
+    ``OSError`` for a missing one."""
+    from cashg.generation.options import decoding_defaults, describe_options, options_from_args
+
+    path = params_file(args)
+    opts = options_from_args(args, base=decoding_defaults(path))
+    source = str(path) if path is not None else "the built-in defaults"
+    flags = [flag(name) for name in given_options(args)]
+    if flags:
+        source += f" and {' '.join(flags)}"
+    return opts, f"cashg generate: decoding from {source}: {describe_options(opts)}"
 
 
 def run(args: argparse.Namespace) -> int:
     """Generate the ``--text`` lines and write them to ``--out``; 0, or 1/2 on bad input."""
-    import torch
-
-    from cashg.generation import sampling
-    from cashg.generation.inputs import load_style_folder, load_style_h5, unknown_characters
-    from cashg.generation.outputs import write_output
-    from cashg.model.checkpoint import load_model
-
     if args.out.suffix.lower() not in FORMATS:
         print(f"cashg generate: {args.out}: unsupported extension (use one of "
               f"{', '.join(FORMATS)})", file=sys.stderr)
@@ -60,6 +107,35 @@ def run(args: argparse.Namespace) -> int:
     if args.writer is not None and args.style_h5 is None:
         print("cashg generate: --writer needs --style-h5", file=sys.stderr)
         return 2
+    if args.width < 1:
+        print(f"cashg generate: --width must be >= 1, got {args.width}", file=sys.stderr)
+        return 2
+    try:
+        options, note = resolve_decoding(args)
+    except (OSError, ValueError) as exc:
+        print(f"cashg generate: decoding defaults: {exc}", file=sys.stderr)
+        return 2
+    print(note, file=sys.stderr)
+    if args.writer is not None:  # before the model loads: a wrong id fails at once
+        from cashg.generation.inputs import check_writer
+
+        try:
+            check_writer(args.style_h5, args.writer)
+        except ValueError as exc:
+            print(f"cashg generate: {exc}", file=sys.stderr)
+            return 1
+    return _generate(args, options)
+
+
+def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
+    """Load the model and the style, sample the lines with ``options``, write ``--out``."""
+    import torch
+
+    from cashg.generation import sampling
+    from cashg.generation.inputs import load_style_folder, load_style_h5, unknown_characters
+    from cashg.generation.outputs import write_output
+    from cashg.model.checkpoint import load_model
+
     model, cfg, extra = load_model(args.checkpoint, map_location=args.device)
     inventory = extra.get("char_inventory")
     missing = unknown_characters(args.text, inventory)
@@ -85,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
-                                            options_from_args(args), writer_id=str(writer))
-    write_output(sentences, args.out)
+                                            options, writer_id=str(writer))
+    write_output(sentences, args.out, width=args.width)
     print(f"cashg generate: wrote {len(sentences)} line(s) to {args.out}", file=sys.stderr)
     return 0
+

@@ -41,18 +41,46 @@ def load_style_folder(folder: Path, size: int, n_refs: int):
     return _select(np.stack(out), n_refs)
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key that orders the digit runs of ``name`` as numbers (``brush:9`` < ``brush:10``)."""
+    import re
+
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", name))
+
+
+def list_names(names, limit: int = 30) -> str:
+    """``a, b, c`` of ``names`` in natural order; past ``limit``, the first ``limit`` and
+    ``... (N in all)``."""
+    names = sorted(names, key=natural_key)
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])}, ... ({len(names)} in all)"
+
+
+def check_writer(path: Path, writer: str) -> None:
+    """Raise ``ValueError`` unless ``writer`` has reference images in the subsets ``style.h5``
+    ``path``; the message names the writers that have some (:func:`list_names`)."""
+    from cashg.core.subsets.readers import StyleReader
+
+    with StyleReader(path) as reader:
+        by_writer = reader.indices_by_writer()
+    if writer not in by_writer or not len(by_writer[writer]):
+        known = [w for w, r in by_writer.items() if len(r)]
+        raise ValueError(f"no writer {writer!r} in {path}; its writers: "
+                         f"{list_names(known) or '(none)'}")
+
+
 def load_style_h5(path: Path, writer: str, size: int, n_refs: int):
-    """(R, size, size) float32 from a subsets ``style.h5`` (uint8, background 0, ink 255)."""
+    """(R, size, size) float32 from a subsets ``style.h5`` (uint8, background 0, ink 255);
+    an unknown ``writer``: ``ValueError`` (:func:`check_writer`)."""
     import numpy as np
 
     from cashg.core.subsets.readers import StyleReader
 
-    reader = StyleReader(path)
-    by_writer = reader.indices_by_writer()
-    if writer not in by_writer or not len(by_writer[writer]):
-        raise ValueError(f"{path}: no reference images for writer {writer!r}")
-    images = reader.writer_images(writer).astype(np.float32) / 255.0
-    reader.close()
+    check_writer(path, writer)
+    with StyleReader(path) as reader:
+        images = reader.writer_images(writer).astype(np.float32) / 255.0
     if images.shape[1:] != (size, size):
         raise ValueError(f"{path}: images are {images.shape[1:]}, the model needs {size}x{size}")
     return _select(images, n_refs)

@@ -25,18 +25,20 @@ from pathlib import Path
 FORMATS = (".png", ".svg", ".inkml", ".h5")
 
 
-def write_output(sentences, out: Path) -> None:
+def write_output(sentences, out: Path, width: int | None = None) -> None:
     """Write generated sentences to ``out``, the format picked by its extension (:data:`FORMATS`):
-    a picture (PNG, SVG), InkML, or cashg-ink (``.h5``)."""
+    a picture (PNG, SVG; ``width`` pixels wide, default
+    :data:`cashg.generation.render.WIDTH`), InkML, or cashg-ink (``.h5``)."""
     from cashg.core.ink import write_ink
-    from cashg.generation.render import render_inkml, render_png, render_svg
+    from cashg.generation.render import WIDTH, render_inkml, render_png, render_svg
 
     out.parent.mkdir(parents=True, exist_ok=True)
     ext = out.suffix.lower()
+    width = WIDTH if width is None else width
     if ext == ".png":
-        render_png(sentences, out)
+        render_png(sentences, out, width=width)
     elif ext == ".svg":
-        render_svg(sentences, out)
+        render_svg(sentences, out, width=width)
     elif ext == ".inkml":
         render_inkml(sentences, out)
     elif ext == ".h5":
