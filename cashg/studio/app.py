@@ -143,7 +143,7 @@ def create_app(studio: Studio) -> FastAPI:
                 if time.monotonic() > deadline:
                     break
                 yield sse("queued", {"position": pos})
-            if not ticket.granted or time.monotonic() > deadline:
+            if not ticket.granted:
                 yield sse("error", {"status": 503, "error": "timed out waiting in the queue"})
                 return
 
