@@ -74,7 +74,8 @@ def metrics_summary(metrics: dict | None) -> dict | None:
     classes = {c: {"generated": metrics.get(f"ERR_{c}"), "ground_truth": metrics.get(
         f"ERR_{c}_gt")} for c in CLASSES if metrics.get(f"ERR_{c}") is not None}
     keys = ("CER", "WER", "CER_gt", "WER_gt", "DTW_norm", "F1_cursive", "SSS")
-    return {"scores": {k: metrics[k] for k in keys if k in metrics}, "classes": classes}
+    return {"scores": {k: metrics[k] for k in keys if metrics.get(k) is not None},
+            "classes": classes}
 
 
 def create_app(studio: Studio) -> FastAPI:
@@ -199,8 +200,8 @@ def create_app(studio: Studio) -> FastAPI:
 
     @app.get("/api/browse")
     async def browse():
-        exps = []
-        for name in run.experiments:
+        exps = []  # the studio's own experiment first
+        for name in sorted(run.experiments, key=lambda e: (e != studio.experiment, e)):
             pictures = {kind: f"/api/pictures/{name}/{kind}.png"
                         for kind in ("generated", "new_text") if run.picture(name, kind)}
             exps.append({"name": name, "metrics": metrics_summary(run.metrics(name)),

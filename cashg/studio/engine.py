@@ -82,6 +82,15 @@ class Engine:
                                            initargs=(max(1, threads),))
         self._images: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Compile (or load from numba's cache) the geometry kernels of drawn references now,
+        not during the first drawn request (a few seconds on a cold cache)."""
+        from cashg.studio.references import DrawnGlyph
+
+        glyph = DrawnGlyph([np.array([[0.0, 0.0], [3.0, 9.0], [6.0, 0.0]] * 5)], 10.0)
+        reference_images([glyph], 1, self.preprocess, self.style)
 
     def writer_images(self, writer: str) -> np.ndarray:
         """(k, S, S) uint8: all reference images of a known writer (cached, most recent 256)."""

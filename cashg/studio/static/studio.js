@@ -28,6 +28,7 @@ async function loadInfo() {
   tick.value = info.decoding.neatness.toFixed(2);
   $("neat-ticks").appendChild(tick);
   $("tuned-label").textContent = "▲ tuned (temperature " + info.decoding.temperature + ")";
+  $("tuned-label").style.left = (info.decoding.neatness * 100).toFixed(1) + "%";
   $("seed").value = info.decoding.seed;
   updateTemperature();
   updateCount();
