@@ -305,3 +305,54 @@ def test_drawn_references_use_the_subsets_renderer_and_preprocessing():
 def test_neatness_maps_to_temperature():
     assert temperature_for(0) == 1.0 and temperature_for(1) == 0.5
     assert neatness_for(0.8) == pytest.approx(0.4) and temperature_for(7) == 0.5
+
+
+def test_a_lone_checkpoint_with_a_style_h5_and_bad_runs(run_dir, tmp_path, capsys):
+    from cashg.cli import main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    ckpt = run_dir / "train" / "tiny" / "model.pt"
+    style = run_dir / "subsets" / "tiny" / "test" / "style.h5"
+    studio = build_studio(parser.parse_args(["--run", str(ckpt), "--style-h5", str(style)]))
+    assert studio.experiment == "tiny" and list(studio.engine.writers) == list(WRITERS)
+    assert studio.run.report() is None and studio.run.metrics("tiny") is None
+    assert main(["studio", "--run", str(tmp_path / "nothing")]) == 2
+    assert "neither a results folder nor a checkpoint" in capsys.readouterr().err
+    assert main(["studio", "--run", str(run_dir), "--experiment", "other"]) == 2
+    assert "no experiment 'other'" in capsys.readouterr().err
+    assert main(["studio", "--run", str(ckpt), "--style-h5", str(tmp_path / "x.h5")]) == 2
+
+
+def test_a_client_gone_from_the_queue_frees_its_place(run_dir, monkeypatch):
+    studio = studio_of(run_dir, concurrency=1, queue_size=1)
+    hold = threading.Event()
+    real = studio.engine.write
+
+    def slow(*args):
+        hold.wait(20)
+        return real(*args)
+
+    monkeypatch.setattr(studio.engine, "write", slow)
+    server = Server(create_app(studio))
+    body = {"text": "ab", "writer": "w:0"}
+    info = server.url + "/api/info"
+    try:
+        first = threading.Thread(target=httpx.post, args=(server.url + "/api/write",),
+                                 kwargs={"json": body, "timeout": 30})
+        first.start()
+        deadline = time.monotonic() + 10
+        while httpx.get(info).json()["queue"]["running"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with httpx.stream("POST", server.url + "/api/write", json=body, timeout=30) as r:
+            assert next(r.iter_lines()) == "event: queued"
+        while httpx.get(info).json()["queue"]["waiting"]:  # it left: its place is free
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        hold.set()
+        first.join(30)
+        assert httpx.get(info).json()["queue"]["running"] == 0
+    finally:
+        hold.set()
+        server.stop()
