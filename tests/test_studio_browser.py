@@ -51,7 +51,18 @@ def shoot(page, tmp_path: Path, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def browser_exe() -> str:
+    """The Chromium to drive, or a loud skip saying how to get one (before any set-up)."""
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra) "
+                        "for the studio browser test")
+    exe = chromium()
+    if exe is None:
+        pytest.skip(INSTALL)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def server(browser_exe, tmp_path_factory):
     from cashg.core.config.data import PreprocessConfig
     from cashg.core.config.model import SamplingOptions
     from cashg.studio.app import Studio, create_app
@@ -69,14 +80,11 @@ def server(tmp_path_factory):
     srv.stop()
 
 
-def test_write_a_line_in_the_browser(server, tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright "
-                                     "(the dev extra) for the studio browser test")
-    exe = chromium()
-    if exe is None:
-        pytest.skip(INSTALL)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+def test_write_a_line_in_the_browser(browser_exe, server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_exe, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))

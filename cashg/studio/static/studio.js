@@ -258,7 +258,7 @@ async function loadBrowse() {
       }
     } else { const p = document.createElement("p"); p.className = "muted"; p.textContent = "no metrics"; card.appendChild(p); }
     for (const [kind, url] of Object.entries(e.pictures)) {
-      const p = document.createElement("p"); p.textContent = kind === "generated" ? "generated test lines (each under its ground truth)" : "new text";
+      const p = document.createElement("p"); p.textContent = kind === "generated" ? "generated held-out lines (each under its ground truth)" : "new text";
       const img = document.createElement("img"); img.loading = "lazy"; img.src = url; img.alt = e.name + " " + kind;
       card.append(p, img);
     }
