@@ -183,3 +183,12 @@ def test_generation_imports_nothing_above_it(graph, above):
     """Training draws sample lines with the generation code, never the other way round."""
     assert _violations(graph, "cashg.generation", lambda m: False,
                        lambda m: _in(m, above)) == []
+
+
+def test_the_studio_is_a_leaf(graph):
+    """``cashg studio`` builds on generation and the contracts; nothing else imports the web
+    app (``cashg.cli`` loads it by name, only when its subcommand runs)."""
+    users = _violations(graph, "cashg", lambda m: False, lambda m: _in(m, "cashg.studio"))
+    assert [u for u in users if not u.startswith("cashg.studio")] == []
+    assert _violations(graph, "cashg.studio", lambda m: False,
+                       lambda m: _in(m, "cashg.training") or _in(m, "cashg.evaluation")) == []

@@ -400,3 +400,40 @@ def test_modes_cached_matches_uncached(model, modes):
     a, b = (sample(model, cps, mask, imgs, SamplingOptions(seed=3, use_cache=c, **modes))
             for c in (True, False))
     _assert_same(a, b)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_step_callback_sees_every_point_and_changes_nothing(model, use_cache):
+    """``on_step`` receives each step's points (the live rows' points, in order, are exactly the
+    result's) and leaves the result bit-identical; an exception it raises stops sampling."""
+    cps, mask = encode_texts(TEXTS)
+    imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    opts = SamplingOptions(seed=3, use_cache=use_cache, max_char_points=12, space_mode=True,
+                           lift_mode=True)
+    plain = sample(model, cps, mask, imgs, opts)
+    seen: dict[int, list] = {i: [] for i in range(len(TEXTS))}
+
+    def on_step(step):
+        for i, c, d, p, live in zip(step.ids.tolist(), step.char.tolist(),
+                                    step.deltas.tolist(), step.pen.tolist(),
+                                    step.live.tolist()):
+            if live:
+                seen[i].append((c, *d, p))
+
+    watched = sample(model, cps, mask, imgs, opts, on_step=on_step)
+    for i in range(len(TEXTS)):
+        np.testing.assert_array_equal(plain.deltas[i], watched.deltas[i])
+        np.testing.assert_array_equal(plain.pen[i], watched.pen[i])
+        got = np.array(seen[i]).reshape(-1, 4)
+        np.testing.assert_array_equal(got[:, 0], plain.char_index[i])
+        np.testing.assert_array_equal(got[:, 1:3], plain.deltas[i])
+        np.testing.assert_array_equal(got[:, 3], plain.pen[i])
+
+    class Stop(Exception):
+        pass
+
+    def stop(step):
+        raise Stop
+
+    with pytest.raises(Stop):
+        sample(model, cps, mask, imgs, opts, on_step=stop)

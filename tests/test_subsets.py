@@ -23,6 +23,7 @@ from cashg.core.config.data import (
 from cashg.core.ink import make_sentence, read_ink, write_ink
 from cashg.core.params import build
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
+from cashg.core.style_render import render_glyph
 from cashg.core.subsets.readers import (
     BigramReader,
     CharReader,
@@ -39,7 +40,6 @@ from preprocessing.subsets.char_subset import build_char_table
 from preprocessing.subsets.inputs import to_source_sentence
 from preprocessing.subsets.sentence_subset import window_bounds
 from preprocessing.subsets.splits import SplitError, WriterOverlapError, assign_splits
-from preprocessing.subsets.style_images import render_glyph
 from preprocessing.subsets.synthetic import synthetic_corpus
 
 KINDS = ("char", "bigram", "sentence", "style")

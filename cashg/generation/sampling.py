@@ -56,6 +56,7 @@ points, which the benchmark uses so that cached and uncached runs do identical, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -96,6 +97,23 @@ class SampleResult:
     def absolute(self, i: int) -> np.ndarray:
         """(N_i, 2) absolute coordinates of sentence i (cumulative sum from the origin)."""
         return np.cumsum(self.deltas[i].astype(np.float64), axis=0)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The points chosen at one sampling step, over the W rows in the step (tensors; read, do
+    not change): ``ids`` (W,) sentence of each row, ``char`` (W,) its character index,
+    ``deltas`` (W, 2) offsets from its previous point, ``pen`` (W,) final pen states, ``live``
+    (W,) bool: the row was still writing (finished rows' points are not part of any sentence)."""
+
+    ids: torch.Tensor
+    char: torch.Tensor
+    deltas: torch.Tensor
+    pen: torch.Tensor
+    live: torch.Tensor
+
+
+StepCallback = Callable[[Step], None]
 
 
 def chosen_component(raw: torch.Tensor, k: torch.Tensor, head: GMMHead):
@@ -173,14 +191,16 @@ def sample(
     char_mask: torch.Tensor,  # (B, S) bool
     style_images: torch.Tensor,  # (B, R, H, W)
     opts: SamplingOptions = DEFAULTS,
+    on_step: StepCallback | None = None,
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
-    mode (its previous mode is restored afterwards)."""
+    mode (its previous mode is restored afterwards). ``on_step``: called with each step's
+    :class:`Step` (module docstring)."""
     _check(opts)
     was_training = model.training
     model.eval()
     try:
-        return _sample(model, codepoints, char_mask, style_images, opts)
+        return _sample(model, codepoints, char_mask, style_images, opts, on_step)
     finally:
         model.train(was_training)
 
@@ -352,7 +372,8 @@ class _Rows:
             self.mem_kv = [(k[keep], v[keep]) for k, v in self.mem_kv]
 
 
-def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleResult:
+def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
+            on_step: StepCallback | None = None) -> SampleResult:
     """One point for every unfinished row per step until every row has finished."""
     b = codepoints.shape[0]
     rows = _Rows(model, codepoints, char_mask, style_images, opts)
@@ -388,6 +409,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts) -> SampleRe
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))
+        if on_step is not None:
+            on_step(Step(rows.ids, rows.char, delta, pen, rows.live))
         if last_pen is not None:
             last_pen[rows.ids] = pen
         going = rows.advance(delta, pen)
@@ -427,13 +450,15 @@ def generate_sentences(
     opts: SamplingOptions = DEFAULTS,
     writer_id: str = "",
     id_prefix: str = "gen",
+    on_step: StepCallback | None = None,
 ) -> list[InkSentence]:
-    """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates)."""
+    """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
+    ``on_step`` as in :func:`sample`."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:
         style_images = style_images[None].expand(len(texts), -1, -1, -1)
-    res = sample(model, cps, mask, style_images.to(dev), opts)
+    res = sample(model, cps, mask, style_images.to(dev), opts, on_step)
     return [
         make_sentence(f"{id_prefix}-{i:05d}", writer_id, text, res.absolute(i), res.pen[i],
                       res.char_index[i])
