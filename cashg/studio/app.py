@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
+from cashg.recognition.scoring import CHAR_CLASSES  # the ERR_<class> keys of metrics.json
 from cashg.studio.admission import Gate, QueueFull
 from cashg.studio.decoding import neatness_for, request_options
 from cashg.studio.engine import Engine, Stopped, Written
@@ -32,7 +33,6 @@ from cashg.studio.run import Run
 
 STATIC = Path(__file__).parent / "static"
 SUGGESTED = "adeghnst"  # the faint letters of the drawing boxes (varied shapes)
-CLASSES = ("lower", "upper", "digit", "punct", "space", "initial")  # ERR_<class> of metrics
 
 
 @dataclass
@@ -72,7 +72,7 @@ def metrics_summary(metrics: dict | None) -> dict | None:
     if not metrics:
         return None
     classes = {c: {"generated": metrics.get(f"ERR_{c}"), "ground_truth": metrics.get(
-        f"ERR_{c}_gt")} for c in CLASSES if metrics.get(f"ERR_{c}") is not None}
+        f"ERR_{c}_gt")} for c in CHAR_CLASSES if metrics.get(f"ERR_{c}") is not None}
     keys = ("CER", "WER", "CER_gt", "WER_gt", "DTW_norm", "F1_cursive", "SSS")
     return {"scores": {k: metrics[k] for k in keys if metrics.get(k) is not None},
             "classes": classes}
