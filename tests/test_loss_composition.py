@@ -30,6 +30,7 @@ order: char, bigram, sentence micro-batches).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ from cashg.losses import (
     boundary_mask,
     most_probable_mean,
     sequence_loss,
+    space_gap_points,
     style_loss,
     vertical_drift_loss,
 )
@@ -78,15 +80,20 @@ STEPS = [
 ]
 
 
-def hand_terms(model: torch.nn.Module, batches: dict) -> dict[str, list[dict[str, torch.Tensor]]]:
-    """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses."""
+def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
+               ) -> dict[str, list[dict[str, torch.Tensor]]]:
+    """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
+    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only)."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
     for stream in ("char", "bigram", "sentence"):  # the trainer's order
         for b in batches.get(stream, []):
             out = model(b)
             p = out.params
             targets = b.point_mask & b.target_mask[..., None]
-            seq = sequence_loss(p, b.deltas, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5))
+            only = space_gap_points(b.codepoints, b.pen.shape[-1]) if gap_x_only else None
+            if gap_x_only and stream != "char":
+                assert bool((only & targets).any())  # the variant is exercised
+            seq = sequence_loss(p, b.deltas, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
@@ -111,11 +118,16 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-@pytest.mark.parametrize("t, stage, micro, coef", STEPS, ids=[f"t{s[0]}" for s in STEPS])
+GAP_STEPS = [(*s, False) for s in STEPS] + [(*s, True) for s in STEPS if s[0] in (2, 12)]
+
+
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only", GAP_STEPS,
+                         ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef):
-    train, _, _, _ = open_data(subsets, CFG, cache=True)
-    trainer = Trainer(TINY, CFG, train, tmp_path, RunOptions(device="cpu", track=False,
+                                                           micro, coef, gap_x_only):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only)
+    train, _, _, _ = open_data(subsets, cfg, cache=True)
+    trainer = Trainer(TINY, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
                                                              progress=False))
     batches = trainer.source.iteration(t)
     # the curriculum's streams and micro-batches (ratio 1:0:0, 1:1:0, 1:1:A)
@@ -126,7 +138,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches)
+    terms = hand_terms(before, batches, gap_x_only)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())

@@ -15,8 +15,10 @@ from cashg.losses import (
     char_vertical_stats,
     gmm_nll,
     mixture_log_prob,
+    mixture_log_prob_x,
     most_probable_mean,
     pen_loss,
+    space_gap_points,
     supcon_loss,
     vdl_from_offsets,
     vertical_drift_loss,
@@ -125,3 +127,50 @@ def test_supcon_matches_reference_formula():
     aligned = torch.nn.functional.normalize(torch.eye(3)[labels] + 0.01, dim=-1)
     assert float(supcon_loss(aligned, labels)) < float(supcon_loss(f, labels))
     assert float(supcon_loss(f, torch.arange(6))) == 0.0  # no positives
+
+
+def _two_component(sigma_y: float) -> MixtureParams:
+    """(3,) steps of a two-component mixture; x far from the targets' x, y at 0."""
+    return MixtureParams(
+        log_pi=torch.log(torch.tensor([[0.7, 0.3]] * 3, dtype=torch.float64)),
+        mu=torch.tensor([[[0.0, 0.0], [0.5, 0.1]]] * 3, dtype=torch.float64),
+        sigma=torch.tensor([[[0.3, sigma_y], [0.2, 0.05]]] * 3, dtype=torch.float64),
+        rho=torch.tensor([[0.2, -0.3]] * 3, dtype=torch.float64),
+        pen_logits=torch.zeros(3, 4, dtype=torch.float64),
+    )
+
+
+def test_x_marginal_is_the_mixture_of_the_x_normals():
+    p = _two_component(0.01)
+    x = torch.tensor([0.65, -0.1, 0.2], dtype=torch.float64)
+    dens = sum(w * np.exp(-0.5 * ((x.numpy() - m) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+               for w, m, sd in ((0.7, 0.0, 0.3), (0.3, 0.5, 0.2)))
+    np.testing.assert_allclose(mixture_log_prob_x(p, x).numpy(), np.log(dens), rtol=1e-12)
+
+
+def test_gmm_nll_x_only_scores_the_gap_not_the_fixed_height():
+    """At a space's gap point (dy = 0 by construction) the joint NLL keeps falling as sigma_y
+    shrinks, with the gap no better fitted; scored by the x marginal it does not move."""
+    target = torch.tensor([[0.65, 0.0]] * 3, dtype=torch.float64)
+    mask = torch.ones(3, dtype=torch.bool)
+    only = torch.tensor([True, True, False])
+    joint = [float(gmm_nll(_two_component(s), target, mask)) for s in (0.1, 0.01, 0.001)]
+    assert joint[0] > joint[1] > joint[2]
+    mixed = [float(gmm_nll(_two_component(s), target, mask, only)) for s in (0.1, 0.01, 0.001)]
+    p = _two_component(0.01)
+    expect = -(mixture_log_prob_x(p, target[:, 0])[:2].sum()
+               + mixture_log_prob(p, target)[2:].sum()) / 3
+    assert mixed[1] == pytest.approx(float(expect), rel=1e-12)
+    only_x = [float(gmm_nll(_two_component(s), target, mask, mask)) for s in (0.1, 0.001)]
+    assert only_x[0] == pytest.approx(only_x[1], rel=1e-12)
+    none = torch.zeros(3, dtype=torch.bool)
+    assert float(gmm_nll(p, target, mask, none)) == float(gmm_nll(p, target, mask))
+
+
+def test_space_gap_points_are_a_spaces_later_points():
+    cps = torch.tensor([[ord("a"), ord(" "), ord("b"), 0], [ord(" "), ord("c"), 0, 0]])
+    got = space_gap_points(cps, 3)
+    want = torch.zeros(2, 4, 3, dtype=torch.bool)
+    want[0, 1, 1:] = True
+    want[1, 0, 1:] = True
+    assert torch.equal(got, want)

@@ -16,7 +16,7 @@ from cashg.generation.sampling import (
     generate_sentences,
     sample,
 )
-from cashg.losses import most_probable_mean
+from cashg.losses import most_probable_mean, space_gap_points
 from cashg.model import CASHG
 from cashg.model.batch import SequenceSample, collate
 from cashg.model.decoder import Restart
@@ -347,6 +347,9 @@ def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, eve
         p = m(batch).params
     mode = most_probable_mean(p)  # (B, S, T, 2)
     sel = batch.point_mask
+    on_line = space_gap_points(batch.codepoints, sel.shape[-1]) & sel  # dy = 0 there
+    mode[..., 1] = torch.where(on_line, 0.0, mode[..., 1])
+    assert int(on_line.sum()) > 0
     torch.testing.assert_close(mode[sel], batch.deltas[sel], atol=1e-5, rtol=0)
     # pen argmax, except where sampling overrides it: no end before point 3 (min_pts), an
     # end forced at point 8 (max_pts)
@@ -390,6 +393,20 @@ def test_lift_mode_puts_only_the_points_after_a_lift_at_the_mode(model):
         np.testing.assert_allclose(runs[0].deltas[i][both], runs[1].deltas[i][both], atol=1e-6)
     plain = [_modes(model, texts, s, 1) for s in (1, 2)]
     assert not np.allclose(plain[0].deltas[0][:1], plain[1].deltas[0][:1])
+
+
+@pytest.mark.parametrize("modes", [{}, {"space_mode": True}, {"greedy": True}])
+def test_a_space_after_its_first_point_stays_at_its_height(model, modes):
+    """A space's pseudo-points lie at one height (pen_states): its points after the first get
+    dy = 0 whatever the decoding; its first point and every other character's keep theirs."""
+    texts = ["a b", "xy  z"]
+    res = _modes(model, texts, 3, 3, **modes)
+    for i, text in enumerate(texts):
+        ci, d = res.char_index[i], res.deltas[i]
+        later = np.r_[False, ci[1:] == ci[:-1]]  # (N,) not the first point of its character
+        space = np.array([text[c] == " " for c in ci])
+        assert (d[space & later, 1] == 0).all()
+        assert (d[~(space & later), 1] != 0).all()
 
 
 @pytest.mark.parametrize("modes", [{"space_mode": True}, {"lift_mode": True},

@@ -38,6 +38,9 @@ its most probable component (its pen states are still drawn). A space's second p
 word gap; sampled, its lower tail writes words together (the demo model at temperature 0.8:
 4 % of gaps under 0.05 line heights against 0.5 % in the ground truth, docs/legibility.md).
 The random draws are made as without it, so the other characters' stream is unchanged.
+Whatever the options, a space's points after its first get dy = 0: the pseudo-points of a
+space lie at one height by construction (cashg.core.pen_states), and a model trained with
+``train.space_gap_x_only`` has learned only the x offset (the gap) there.
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -380,8 +383,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     gen = torch.Generator(device=codepoints.device).manual_seed(opts.seed)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     no_end = rows.x.new_tensor(NO_END)  # (4,)
-    space_rows = (whitespace(codepoints) if opts.space_mode and not opts.greedy
-                  else None)  # (B, S) bool
+    spaces = whitespace(codepoints)  # (B, S) bool
+    space_rows = spaces if opts.space_mode and not opts.greedy else None
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
                 if opts.lift_mode and not opts.greedy else None)  # (B,) each row's last pen
     m = opts.max_char_points
@@ -406,6 +409,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
                 at_mode = at_mode | (lp == PU) | (lp == EOC)
             mode, _ = choose_points(raw, model.head, GREEDY, None, pen_bias)
             delta = torch.where(at_mode[:, None], mode, delta)
+        on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
+        delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))

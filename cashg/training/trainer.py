@@ -55,6 +55,7 @@ from cashg.losses import (
     boundary_mask,
     most_probable_mean,
     sequence_loss,
+    space_gap_points,
     style_loss,
     vertical_drift_loss,
 )
@@ -137,7 +138,10 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
         out = model(batch, targets_only=not vdl)
     p = _float_params(out.params)
     mask = batch.point_mask & batch.target_mask[..., None]
-    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights)
+    x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
+              else None)  # (B, S, T)
+    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
+                        x_only)
     res = dict(seq)
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)

@@ -183,6 +183,9 @@ class TrainConfig:
     stage3: StageWeights = StageWeights(char=0.3, bigram=0.5, sentence=1.0, style=0.2)
     lambda_pen: float = 1.5
     pen_class_weights: tuple[float, ...] = (1.0, 1.0, 2.0, 2.5)
+    # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
+    # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
+    space_gap_x_only: bool = False
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
