@@ -235,7 +235,8 @@ def test_full_queue_is_503(run_dir):
         assert c.post("/api/write", json={"text": "ab", "writer": "w:0"}).status_code == 200
 
 
-def test_queue_position_is_streamed_and_the_line_follows(run_dir, monkeypatch):
+def _held_server(run_dir, monkeypatch):
+    """A real server with one slot and a queue of one, whose writes wait for ``hold``."""
     studio = studio_of(run_dir, concurrency=1, queue_size=1)
     hold = threading.Event()
     real = studio.engine.write
@@ -245,7 +246,11 @@ def test_queue_position_is_streamed_and_the_line_follows(run_dir, monkeypatch):
         return real(*args)
 
     monkeypatch.setattr(studio.engine, "write", slow)
-    server = Server(create_app(studio))
+    return hold, Server(create_app(studio))
+
+
+def test_queue_position_is_streamed_and_the_line_follows(run_dir, monkeypatch):
+    hold, server = _held_server(run_dir, monkeypatch)
     try:
         body = {"text": "ab", "writer": "w:0"}
         first = threading.Thread(target=httpx.post, args=(server.url + "/api/write",),
@@ -325,16 +330,7 @@ def test_a_lone_checkpoint_with_a_style_h5_and_bad_runs(run_dir, tmp_path, capsy
 
 
 def test_a_client_gone_from_the_queue_frees_its_place(run_dir, monkeypatch):
-    studio = studio_of(run_dir, concurrency=1, queue_size=1)
-    hold = threading.Event()
-    real = studio.engine.write
-
-    def slow(*args):
-        hold.wait(20)
-        return real(*args)
-
-    monkeypatch.setattr(studio.engine, "write", slow)
-    server = Server(create_app(studio))
+    hold, server = _held_server(run_dir, monkeypatch)
     body = {"text": "ab", "writer": "w:0"}
     info = server.url + "/api/info"
     try:
