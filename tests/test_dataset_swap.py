@@ -23,10 +23,11 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from params_edits import params_error
 
 from cashg.core.config.data import DemoConfig
 from cashg.core.ink import read_ink
-from cashg.core.params import ParamsError, load_params
+from cashg.core.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "params.examples"
@@ -425,13 +426,8 @@ def test_examples_load(tmp_path):
      "datasets.iam.v2: name 'iam.v2' may only use"),
 ])
 def test_params_errors_name_file_and_key(tmp_path, edit, message):
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    edit(params)
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    with pytest.raises(ParamsError) as err:
-        load_params(path)
-    assert f"{path}: " in str(err.value) and message in str(err.value)
+    path, error = params_error(tmp_path, edit)
+    assert f"{path}: " in error and message in error
 
 
 

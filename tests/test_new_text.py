@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from params_edits import params_error
 
-from cashg.core.params import ParamsError, load_params
+from cashg.core.params import load_params
 from cashg.evaluation.new_text import (
     NewTextError,
     check_characters,
@@ -245,13 +246,8 @@ def test_stage_refuses_a_character_the_model_never_trained_on(tiny_run, tmp_path
     (lambda p: p["new_text"].update(writer=3), "new_text: unknown key 'writer'"),
 ])
 def test_params_errors_name_the_new_text_key(tmp_path, edit, message):
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    edit(params)
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    with pytest.raises(ParamsError) as err:
-        load_params(path)
-    assert message in str(err.value)
+    _, error = params_error(tmp_path, edit)
+    assert message in error
 
 
 def test_profiles_write_new_text_for_the_main_benchmark(repo_root):
