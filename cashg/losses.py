@@ -67,14 +67,28 @@ def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
     on a coordinate that is always exactly 0 is unbounded: the joint NLL there rewards an
     ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/legibility.md,
     measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data)."""
+    nll = point_nll(p, target, mask, x_only)
+    return nll.mean() if nll.shape[0] else p.mu.sum() * 0.0
+
+
+def point_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
+              x_only: torch.Tensor | None = None) -> torch.Tensor:
+    """(N,) the negative log-likelihood of each step where ``mask`` is True (row-major order),
+    as :func:`gmm_nll` scores it."""
     sel = p.index(mask)
-    if sel.mu.shape[0] == 0:
-        return p.mu.sum() * 0.0
     target = target[mask]
     joint = mixture_log_prob(sel, target)
     if x_only is None:
-        return -joint.mean()
-    return -torch.where(x_only[mask], mixture_log_prob_x(sel, target[:, 0]), joint).mean()
+        return -joint
+    return -torch.where(x_only[mask], mixture_log_prob_x(sel, target[:, 0]), joint)
+
+
+def group_mean(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """(G,) the mean of ``values`` (N,) per group (``group`` (N,) long in [0, G)); 0, with a
+    graph, for a group without values. The per-micro-batch means of a packed step."""
+    total = values.new_zeros(n_groups).index_add(0, group, values)
+    count = values.new_zeros(n_groups).index_add(0, group, torch.ones_like(values))
+    return total / count.clamp(min=1.0)
 
 
 def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
@@ -93,12 +107,16 @@ def pen_loss(
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
 ) -> torch.Tensor:
     """Weighted pen-state NLL averaged over the valid steps (see module docstring)."""
+    nll = pen_point_nll(logits, target, mask, class_weights)
+    return nll.mean() if nll.shape[0] else logits.sum() * 0.0
+
+
+def pen_point_nll(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                  class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS) -> torch.Tensor:
+    """(N,) each valid step's class-weighted pen-state NLL ``w_y (-log p_y)``."""
     lg, y = logits[mask], target[mask]
-    if y.numel() == 0:
-        return logits.sum() * 0.0
     w = torch.tensor(class_weights, dtype=lg.dtype, device=lg.device)
-    nll = -F.log_softmax(lg, dim=-1).gather(-1, y[:, None]).squeeze(-1)
-    return (w[y] * nll).mean()
+    return w[y] * -F.log_softmax(lg, dim=-1).gather(-1, y[:, None]).squeeze(-1)
 
 
 def sequence_loss(
@@ -113,6 +131,25 @@ def sequence_loss(
     """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen."""
     mdn = gmm_nll(p, deltas, mask, x_only)
     pl = pen_loss(p.pen_logits, pen, mask, class_weights)
+    return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
+
+
+def grouped_sequence_loss(
+    p: MixtureParams,
+    deltas: torch.Tensor,  # (B, S, T, 2)
+    pen: torch.Tensor,  # (B, S, T)
+    mask: torch.Tensor,  # (B, S, T)
+    sample_group: torch.Tensor,  # (B,) long: the micro-batch of each sample
+    n_groups: int,
+    lambda_pen: float = LAMBDA_PEN,
+    class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
+    x_only: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """:func:`sequence_loss` of each group of samples at once: ``{"mdn", "pen", "seq"}``,
+    each (G,), every group's mean over its own valid steps."""
+    group = sample_group[:, None, None].expand(mask.shape)[mask]  # (N,)
+    mdn = group_mean(point_nll(p, deltas, mask, x_only), group, n_groups)
+    pl = group_mean(pen_point_nll(p.pen_logits, pen, mask, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 
 
@@ -155,8 +192,14 @@ def vdl_from_offsets(
     """Eq. vdl from boundary offsets (N, 3) ``[cen, top, bot]``: weighted squared error, mean over N."""
     if pred.shape[0] == 0:
         return pred.sum() * 0.0
+    return vdl_terms(pred, gt, weights).mean()
+
+
+def vdl_terms(pred: torch.Tensor, gt: torch.Tensor,
+              weights: tuple[float, float, float] = VDL_WEIGHTS) -> torch.Tensor:
+    """(N,) each boundary's weighted squared offset error (the terms Eq. vdl averages)."""
     w = torch.tensor(weights, dtype=pred.dtype, device=pred.device)
-    return ((pred - gt) ** 2 * w).sum(-1).mean()
+    return ((pred - gt) ** 2 * w).sum(-1)
 
 
 def boundary_mask(codepoints: torch.Tensor, char_mask: torch.Tensor,
@@ -177,11 +220,33 @@ def vertical_drift_loss(
     band: float = VDL_BAND,
 ) -> torch.Tensor:
     """Vertical Drift Loss over the valid boundaries (0 when there are none)."""
+    off_p, off_g = _boundary_offsets(pred_deltas, gt_deltas, point_mask, boundaries, band)
+    return vdl_from_offsets(off_p, off_g, weights)
+
+
+def grouped_vertical_drift_loss(
+    pred_deltas: torch.Tensor,  # (B, S, T, 2)
+    gt_deltas: torch.Tensor,  # (B, S, T, 2)
+    point_mask: torch.Tensor,  # (B, S, T)
+    boundaries: torch.Tensor,  # (B, S-1)
+    sample_group: torch.Tensor,  # (B,) long
+    n_groups: int,
+    weights: tuple[float, float, float] = VDL_WEIGHTS,
+    band: float = VDL_BAND,
+) -> torch.Tensor:
+    """(G,) :func:`vertical_drift_loss` of each group of samples (0 for a group without
+    boundaries)."""
+    off_p, off_g = _boundary_offsets(pred_deltas, gt_deltas, point_mask, boundaries, band)
+    group = sample_group[:, None].expand(boundaries.shape)[boundaries]  # (N,)
+    return group_mean(vdl_terms(off_p, off_g, weights), group, n_groups)
+
+
+def _boundary_offsets(pred_deltas, gt_deltas, point_mask, boundaries, band):
+    """(N, 3) predicted and true ``[cen, top, bot]`` offsets at the boundaries."""
     stats_p = char_vertical_stats(absolute_y(pred_deltas, point_mask), point_mask, band)
     stats_g = char_vertical_stats(absolute_y(gt_deltas, point_mask), point_mask, band)
-    off_p = (stats_p[:, 1:] - stats_p[:, :-1])[boundaries]  # (N, 3)
-    off_g = (stats_g[:, 1:] - stats_g[:, :-1])[boundaries]
-    return vdl_from_offsets(off_p, off_g, weights)
+    return (stats_p[:, 1:] - stats_p[:, :-1])[boundaries], \
+        (stats_g[:, 1:] - stats_g[:, :-1])[boundaries]
 
 
 def supcon_loss(
@@ -193,19 +258,33 @@ def supcon_loss(
     not itself): ``-mean_{p} log(exp(s_ip / T) / sum_{a != i} exp(s_ia / T))``; averaged over
     those anchors; 0 (with a graph) when no anchor has a positive.
     """
+    return grouped_supcon_loss(features, labels, labels.new_zeros(labels.shape), 1,
+                               temperature)[0]
+
+
+MASKED_SIMILARITY = -1.0e4  # exp(-1e4 - s) is 0 in float32 and float64: as good as -inf,
+# without the NaN an anchor alone in its group would give (a row of -inf only)
+
+
+def grouped_supcon_loss(features: torch.Tensor, labels: torch.Tensor, group: torch.Tensor,
+                        n_groups: int, temperature: float = SUPCON_TEMPERATURE) -> torch.Tensor:
+    """(G,) :func:`supcon_loss` of each group of anchors (``group`` (N,) long): an anchor's
+    positives and denominators are the other anchors of its own group only, as if each
+    group's loss were computed alone."""
     f = F.normalize(features, dim=-1)
     n = f.shape[0]
     sim = f @ f.T / temperature  # (N, N)
+    same_group = group[:, None] == group[None, :]
     self_mask = torch.eye(n, dtype=torch.bool, device=f.device)
-    sim = sim.masked_fill(self_mask, float("-inf"))
+    sim = sim.masked_fill(self_mask | ~same_group, MASKED_SIMILARITY)
     log_prob = sim - torch.logsumexp(sim, dim=1, keepdim=True)
-    pos = (labels[:, None] == labels[None, :]) & ~self_mask
+    pos = (labels[:, None] == labels[None, :]) & same_group & ~self_mask
     n_pos = pos.sum(1)
     has = n_pos > 0
-    if not bool(has.any()):
-        return features.sum() * 0.0
-    mean_log = torch.where(pos, log_prob, 0.0).sum(1)[has] / n_pos[has]
-    return -mean_log.mean()
+    mean_log = torch.where(pos, log_prob, 0.0).sum(1) / n_pos.clamp(min=1)  # (N,)
+    total = f.new_zeros(n_groups).index_add(0, group, torch.where(has, -mean_log, 0.0))
+    count = f.new_zeros(n_groups).index_add(0, group, has.to(f.dtype))
+    return total / count.clamp(min=1.0)
 
 
 def style_loss(writer_embed: torch.Tensor, glyph_embed: torch.Tensor, writer_ids: torch.Tensor,
@@ -217,11 +296,26 @@ def style_loss(writer_embed: torch.Tensor, glyph_embed: torch.Tensor, writer_ids
     two views per reference, labelled by ``glyph_labels`` (B, R) when given (e.g. a
     (writer, character) id), else by the reference itself (the two views are the positives).
     """
+    group = writer_ids.new_zeros(writer_ids.shape)
+    return {k: v[0] for k, v in grouped_style_loss(writer_embed, glyph_embed, writer_ids,
+                                                   group, 1, glyph_labels, temperature).items()}
+
+
+def grouped_style_loss(writer_embed: torch.Tensor, glyph_embed: torch.Tensor,
+                       writer_ids: torch.Tensor, sample_group: torch.Tensor, n_groups: int,
+                       glyph_labels: torch.Tensor | None = None,
+                       temperature: float = SUPCON_TEMPERATURE) -> dict[str, torch.Tensor]:
+    """:func:`style_loss` of each group of samples (``sample_group`` (B,) long): ``{"writer",
+    "glyph", "style"}``, each (G,)."""
     b, r, p = writer_embed.shape
     w_lab = writer_ids[:, None].expand(b, r).reshape(-1)
-    lw = supcon_loss(writer_embed.reshape(b * r, p), w_lab, temperature)
+    w_group = sample_group[:, None].expand(b, r).reshape(-1)
+    lw = grouped_supcon_loss(writer_embed.reshape(b * r, p), w_lab, w_group, n_groups,
+                             temperature)
     if glyph_labels is None:
         glyph_labels = torch.arange(b * r, device=glyph_embed.device).reshape(b, r)
     g_lab = glyph_labels[:, :, None].expand(b, r, 2).reshape(-1)
-    lg = supcon_loss(glyph_embed.reshape(b * r * 2, p), g_lab, temperature)
+    g_group = sample_group[:, None].expand(b, r * 2).reshape(-1)
+    lg = grouped_supcon_loss(glyph_embed.reshape(b * r * 2, p), g_lab, g_group, n_groups,
+                             temperature)
     return {"writer": lw, "glyph": lg, "style": lw + lg}

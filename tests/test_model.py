@@ -71,6 +71,43 @@ def test_identity_is_context_free_and_alpha_positive(model):
     model.text.alpha_raw.data.fill_(float(np.log(np.expm1(TINY.alpha_init))))
 
 
+def _codes(texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(t) for t in texts)
+    cps = torch.tensor([[ord(c) for c in t] + [0] * (width - len(t)) for t in texts])
+    return cps, cps != 0
+
+
+def test_a_texts_context_memory_does_not_depend_on_its_batch(model):
+    """CANINE's states near a text's end change with padding beyond its last molecule; each
+    text is encoded with the padding it gets alone, whatever else its batch holds (the char
+    and bigram texts come from the frozen backbone's cache, sentences in length groups)."""
+    alone = {t: model.text(*_codes([t]))[1][0, :len(t)]
+             for t in ("hello wor", "ab", "q", "a much longer sentence")}
+    for batch in (["hello wor", "a much longer sentence"], ["q", "hello wor", "ab"],
+                  ["a much longer sentence", "ab", "q", "hello wor"]):
+        _, ctx = model.text(*_codes(batch))
+        for i, t in enumerate(batch):
+            torch.testing.assert_close(ctx[i, :len(t)], alone[t], rtol=1e-5, atol=1e-5)
+
+
+def test_frozen_backbone_cache_follows_the_weights(model):
+    """Cached states are dropped when the backbone's weights change (load_state_dict)."""
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for k in state:
+        if k.startswith("text.backbone.") and k.endswith("weight"):
+            state[k] += 0.05  # another backbone than the one the cache was filled with
+    cps, mask = _codes(["ab", "xyz"])
+    warm = CASHG(TINY).eval()
+    warm.load_state_dict(model.state_dict())
+    warm.text(cps, mask)
+    assert len(warm.text._cache_codes) > 0  # code points were cached
+    warm.load_state_dict(state)
+    cold = CASHG(TINY).eval()
+    cold.load_state_dict(state)
+    for a, w in zip(warm.text(cps, mask), cold.text(cps, mask)):
+        torch.testing.assert_close(a, w)
+
+
 def test_causality_later_points_never_change_earlier_outputs(model, batch):
     base = model(batch).params
     changed = dataclasses.replace(batch, deltas=batch.deltas.clone())

@@ -53,14 +53,18 @@ def test_overfits_one_tiny_batch(seed):
 
     with torch.no_grad():
         first = float(losses()[1])
+    history = []
     for _ in range(150):
         opt.zero_grad()
-        total, _ = losses()
+        total, seq = losses()
         total.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        history.append(float(seq.detach()))
+    # the mean of the last 20 steps: at this rate one update can move a tiny MDN's loss by
+    # 3 nats either way (measured on both seeds), so a single final value is a coin toss
+    recent = float(np.mean(history[-20:]))
     model.eval()
     with torch.no_grad():
-        last = float(losses()[1])
-    assert np.isfinite(last)
-    assert last < first - 3.0, (first, last)
+        assert np.isfinite(float(losses()[1]))
+    assert recent < first - 3.0, (first, recent)

@@ -128,3 +128,41 @@ def char_deltas(
             raise ValueError(f"character {c} owns no points")
         out.append(sel)
     return out
+
+
+def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
+    """The samples of ``batches`` in order as one batch, padded to the longest sequence and
+    character (a packed training step's input). All need the same number and size of style
+    references; glyph labels are kept per batch (a batch without them gets each reference
+    as its own class, as :func:`cashg.losses.style_loss` would)."""
+    if not batches:
+        raise ValueError("concat_batches: no batches")
+    s = max(b.pen.shape[1] for b in batches)
+    t = max(b.pen.shape[2] for b in batches)
+
+    def padded(x: torch.Tensor, dims: int) -> torch.Tensor:
+        """x padded with zeros/False to S (and T) in its dims 1 (and 2)."""
+        widths = [s - x.shape[1]] if dims == 1 else [s - x.shape[1], t - x.shape[2]]
+        pad: list[int] = []
+        for i in reversed(range(x.dim())):
+            pad += [0, widths[i - 1]] if 1 <= i <= dims else [0, 0]
+        return torch.nn.functional.pad(x, pad)
+
+    labels = None
+    if any(b.glyph_labels is not None for b in batches):
+        labels = torch.cat([
+            b.glyph_labels if b.glyph_labels is not None else torch.arange(
+                b.style_images.shape[0] * b.style_images.shape[1],
+                device=b.style_images.device).reshape(b.style_images.shape[:2])
+            for b in batches])
+    return CharSequenceBatch(
+        codepoints=torch.cat([padded(b.codepoints, 1) for b in batches]),
+        char_mask=torch.cat([padded(b.char_mask, 1) for b in batches]),
+        deltas=torch.cat([padded(b.deltas, 2) for b in batches]),
+        pen=torch.cat([padded(b.pen, 2) for b in batches]),
+        point_mask=torch.cat([padded(b.point_mask, 2) for b in batches]),
+        style_images=torch.cat([b.style_images for b in batches]),
+        writer_ids=torch.cat([b.writer_ids for b in batches]),
+        target_mask=torch.cat([padded(b.target_mask, 1) for b in batches]),
+        glyph_labels=labels,
+    )

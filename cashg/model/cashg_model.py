@@ -8,6 +8,7 @@ Autoregressive sampling lives in :mod:`cashg.generation.sampling`. Nothing here 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -116,17 +117,22 @@ class CASHG(nn.Module):
         return Windows(bw, sw, tokens, j.expand(len(bw), -1), valid, token_char, n_prev)
 
     def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
-                targets_only: bool = False, reference: bool = False) -> ModelOutput:
+                targets_only: bool = False, reference: bool = False,
+                windows: torch.Tensor | None = None,
+                groups: Sequence[int] | None = None) -> ModelOutput:
         """Teacher-forced mixture parameters for every point of every valid character, the
         decoder run on the valid tokens only. ``targets_only``: only the characters of
         ``batch.target_mask`` get a window (the others, context only, get padding values and
-        cost nothing; right when no loss reads their predictions). ``reference=True`` is the
+        cost nothing; right when no loss reads their predictions); ``windows`` (B, S) bool
+        chooses them per character instead. ``groups``: the sizes of the micro-batches a
+        packed training step joined (:meth:`StyleEncoder.forward`). ``reference=True`` is the
         plain computation the fast one must equal (tests): a window for every valid character
         and the decoder over the padded windows."""
         b, s, t = batch.pen.shape
-        style = self.style(batch.style_images)
+        style = self.style(batch.style_images, groups)
         identity, ctx = self.text(batch.codepoints, batch.char_mask)
-        only = batch.target_mask if targets_only and not reference else None
+        only = batch.target_mask if targets_only else windows
+        only = None if reference else only
         win = self.build_windows(identity, batch.deltas, batch.pen, batch.char_mask,
                                  batch.point_mask, only)
         mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in

@@ -40,7 +40,8 @@ def save_model_checkpoint(path: str | Path, model: CASHG, model_config: ModelCon
         "model_config": {k: list(v) if isinstance(v, tuple) else v
                          for k, v in dataclasses.asdict(model_config).items()},
         "backbone_config": backbone_config,
-        "state_dict": model.state_dict(),
+        # each tensor its own storage (training keeps parameters as views of one flat tensor)
+        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
         "extra": dict(extra or {}),
     }
     torch.save(payload, path)

@@ -17,6 +17,7 @@ disjoint random halves of its glyph-memory tokens, SDT's patch sampling), all L2
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -109,12 +110,20 @@ class StyleEncoder(nn.Module):
         self.writer_proj = _projection(d, cfg.supcon_dim)
         self.glyph_proj = _projection(d, cfg.supcon_dim)
 
-    def forward(self, images: torch.Tensor) -> StyleOutput:
+    def forward(self, images: torch.Tensor, groups: Sequence[int] | None = None) -> StyleOutput:
+        """``groups``: the sizes of consecutive groups of samples that a packed training step
+        joined (its micro-batches, in order); each keeps what it would get alone: its own
+        BatchNorm statistics (the trunk runs per group) and its own glyph-view patch draw."""
         b, r, h, w = images.shape
         if (h, w) != (self.image_size, self.image_size):
             raise ValueError(f"style images must be {self.image_size}x{self.image_size}, got {h}x{w}")
+        groups = [b] if groups is None else list(groups)
+        if sum(groups) != b:
+            raise ValueError(f"style groups {groups} do not add up to the batch of {b}")
         n, d = self.n_tokens, self.pos.shape[1]
-        feats = self.cnn(images.reshape(b * r, 1, h, w))  # (B*R, C, s, s)
+        flat = images.reshape(b * r, 1, h, w)
+        feats = torch.cat([self.cnn(x) for x in flat.split([g * r for g in groups])]) \
+            if len(groups) > 1 else self.cnn(flat)  # (B*R, C, s, s)
         tokens = self.proj(feats.flatten(2).transpose(1, 2)) + self.pos  # (B*R, n, D)
         tokens = self.base(tokens.reshape(b, r * n, d))  # (B, R*n, D)
         writer_memory = self.writer_head(tokens)  # (B, R*n, D)
@@ -122,10 +131,26 @@ class StyleEncoder(nn.Module):
         writer_embed = F.normalize(
             self.writer_proj(writer_memory.reshape(b, r, n, d).mean(dim=2)), dim=-1
         )  # (B, R, P)
-        perm = torch.randperm(n, device=images.device) if self.training else torch.arange(
-            n, device=images.device)
+        glyph_embed = F.normalize(self.glyph_proj(self._glyph_views(glyph_memory, groups)),
+                                  dim=-1)  # (B, R, 2, P)
+        return StyleOutput(writer_memory, glyph_memory, writer_embed, glyph_embed)
+
+    def _glyph_views(self, glyph_memory: torch.Tensor, groups: list[int]) -> torch.Tensor:
+        """(B, R, 2, D): two views per reference, the means of two disjoint halves of its
+        tokens; one random split per group in training (SDT's patch sampling), the fixed
+        first/last halves in evaluation."""
+        b, n = glyph_memory.shape[0], self.n_tokens
+        r, d = glyph_memory.shape[1] // n, glyph_memory.shape[2]
+        dev = glyph_memory.device
         half = max(1, n // 2)
         g = glyph_memory.reshape(b, r, n, d)
-        views = torch.stack([g[:, :, perm[:half]].mean(2), g[:, :, perm[-half:]].mean(2)], dim=2)
-        glyph_embed = F.normalize(self.glyph_proj(views), dim=-1)  # (B, R, 2, P)
-        return StyleOutput(writer_memory, glyph_memory, writer_embed, glyph_embed)
+        if len(groups) == 1:
+            perm = torch.randperm(n, device=dev) if self.training else torch.arange(n, device=dev)
+            return torch.stack([g[:, :, perm[:half]].mean(2), g[:, :, perm[-half:]].mean(2)],
+                               dim=2)
+        perms = torch.stack([torch.randperm(n, device=dev) if self.training else
+                             torch.arange(n, device=dev) for _ in groups])  # (G, n)
+        per_sample = perms.repeat_interleave(torch.tensor(groups, device=dev), dim=0)  # (B, n)
+        idx = torch.cat([per_sample[:, :half], per_sample[:, -half:]], 1)  # (B, 2 half)
+        picked = torch.gather(g, 2, idx[:, None, :, None].expand(b, r, 2 * half, d))
+        return picked.reshape(b, r, 2, half, d).mean(3)

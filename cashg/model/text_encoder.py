@@ -28,6 +28,7 @@ from torch import nn
 from transformers import CanineConfig, CanineModel
 
 from cashg.core.config.model import ModelConfig
+from cashg.model.frozen_cache import RowCache
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ RANDOM_CANINE = "random-canine"
 CLS_CODEPOINT = 0xE000  # CANINE's [CLS] (private use area)
 SEP_CODEPOINT = 0xE001  # CANINE's [SEP]
 PAD_CODEPOINT = 0
+CACHED_TEXT_CHARS = 2  # a frozen backbone's states of texts up to this length are kept
 
 
 class TextBackboneError(RuntimeError):
@@ -118,6 +120,12 @@ class CharacterContextEncoder(nn.Module):
         )
         self.ctx_encoder = nn.TransformerEncoder(layer, cfg.ctx_layers, enable_nested_tensor=False)
         self.f_ctx = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+        # without the gated fusion (ablation) nothing reads M_ctx: the context path is frozen
+        # (no optimizer ever updates it) and not computed (forward gives zeros)
+        self.context_used = cfg.gated_fusion
+        if not self.context_used:
+            for m in (self.W_h, self.ctx_encoder, self.f_ctx):
+                m.requires_grad_(False)
 
     def train(self, mode: bool = True) -> CharacterContextEncoder:
         super().train(mode)
@@ -138,10 +146,45 @@ class CharacterContextEncoder(nn.Module):
             out = self.backbone(input_ids=ids, attention_mask=mask.long())
         return out.last_hidden_state[:, :n_in]
 
+    def _backbone_version(self) -> int:
+        """Changes whenever a backbone weight is written in place (e.g. load_state_dict)."""
+        return sum(p._version for p in self.backbone.parameters())
+
+    def _caches(self) -> tuple[RowCache, RowCache] | None:
+        """The (code point, short text) caches of a frozen backbone, emptied when its weights
+        changed since they were filled; None for a trained backbone (nothing to cache)."""
+        if not self.frozen:
+            return None
+        version = self._backbone_version()
+        if getattr(self, "_cache_version", None) != version:
+            self._cache_version = version
+            self._cache_codes, self._cache_texts = RowCache(), RowCache()
+        return self._cache_codes, self._cache_texts
+
+    def _wrapped(self, codes: list[int], device: torch.device) -> torch.Tensor:
+        """(1, n + 2) ids ``[CLS] codes [SEP]``."""
+        return torch.tensor([[CLS_CODEPOINT, *codes, SEP_CODEPOINT]], device=device)
+
+    def identity_states(self, unique: torch.Tensor) -> torch.Tensor:
+        """(U, Hb) mean-pooled backbone states of each code point of ``unique`` (U,) encoded
+        alone (``[CLS] u [SEP]``)."""
+        caches = self._caches()
+        if caches is not None:
+            def one(code: int) -> torch.Tensor:
+                ids = self._wrapped([code], unique.device)
+                return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0].mean(0)
+            return caches[0].rows(unique.tolist(), one)
+        ids = torch.stack(
+            [torch.full_like(unique, CLS_CODEPOINT), unique, torch.full_like(unique, SEP_CODEPOINT)],
+            dim=1,
+        )  # (U, 3)
+        return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool)).mean(dim=1)
+
     def identity(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
         """Augmented identity embeddings (B, S, D); zeros where ``char_mask`` (B, S) is False.
 
-        Each unique code point of the batch is encoded once, alone (the per-batch cache).
+        Each unique code point of the batch is encoded once, alone (a frozen backbone's
+        states are kept for the whole run, :mod:`cashg.model.frozen_cache`).
         """
         b, s = codepoints.shape
         d = self.P.out_features
@@ -149,21 +192,70 @@ class CharacterContextEncoder(nn.Module):
         if not bool(char_mask.any()):
             return out
         unique, inverse = torch.unique(codepoints[char_mask], return_inverse=True)  # (U,)
-        u = unique.shape[0]
-        ids = torch.stack(
-            [torch.full_like(unique, CLS_CODEPOINT), unique, torch.full_like(unique, SEP_CODEPOINT)],
-            dim=1,
-        )  # (U, 3)
-        states = self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))  # (U, 3, Hb)
-        e_id = self.f_id(states.mean(dim=1))  # (U, D)
+        e_id = self.f_id(self.identity_states(unique))  # (U, D)
         code = self.P(self.phi(unique % self.code_table_size))  # (U, D)
         e_tilde = e_id + self.alpha * code
         out[char_mask] = e_tilde[inverse].to(out.dtype)
-        assert e_tilde.shape == (u, d)
         return out
 
-    def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
-        """Context memory M_ctx (B, S, D), one vector per character of each sentence."""
+    def char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+        """(B, S, Hb) backbone states of each sentence's characters (``[CLS] text [SEP]``,
+        the markers dropped). A frozen backbone's states of the texts of at most
+        ``CACHED_TEXT_CHARS`` characters (the char and bigram streams) come from the cache,
+        the longer texts are encoded together."""
+        caches = self._caches()
+        if caches is None:
+            return self._batched_char_states(codepoints, char_mask)
+        b, s = codepoints.shape
+        lengths = char_mask.sum(1).tolist()
+        short = [i for i, n in enumerate(lengths) if n <= CACHED_TEXT_CHARS]
+        if not short:
+            return self._batched_char_states(codepoints, char_mask)
+        codes = codepoints.tolist()
+
+        def one(text: tuple) -> torch.Tensor:
+            ids = self._wrapped(list(text), codepoints.device)
+            states = self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0, 1:-1]
+            return nn.functional.pad(states, (0, 0, 0, CACHED_TEXT_CHARS - len(text)))
+
+        cached = caches[1].rows([tuple(codes[i][:lengths[i]]) for i in short], one)  # (K, 2, Hb)
+        cached = nn.functional.pad(cached, (0, 0, 0, max(0, s - CACHED_TEXT_CHARS)))[:, :s]
+        if len(short) == b:
+            return cached
+        long = torch.tensor([i for i in range(b) if lengths[i] > CACHED_TEXT_CHARS],
+                            device=codepoints.device)
+        out = cached.new_zeros((b, s, cached.shape[-1]))
+        out[torch.tensor(short, device=codepoints.device)] = cached
+        out[long] = self._batched_char_states(codepoints[long], char_mask[long]).to(out.dtype)
+        return out
+
+    def _batched_char_states(self, codepoints: torch.Tensor,
+                             char_mask: torch.Tensor) -> torch.Tensor:
+        """(B, S, Hb) states of texts of any length, each encoded with the padding it would
+        get alone. CANINE's states near a text's end depend on how far the padding goes
+        beyond its last molecule (the molecule after it enters the final convolution): one
+        sentence padded to its batch's longest got other context vectors than alone (up to
+        2.8 in the demo model). So texts are encoded in groups of equal padded length."""
+        lengths = char_mask.sum(1).tolist()
+        padded = [-(-(n + 2) // self.rate) * self.rate for n in lengths]
+        b, s = codepoints.shape
+        if len(set(padded)) == 1:
+            width = max(lengths)
+            states = self._encode_texts(codepoints[:, :width], char_mask[:, :width])
+            return nn.functional.pad(states, (0, 0, 0, s - width))
+        out = None
+        for size in sorted(set(padded)):
+            rows = [i for i, p in enumerate(padded) if p == size]
+            width = max(lengths[i] for i in rows)
+            idx = torch.tensor(rows, device=codepoints.device)
+            states = self._encode_texts(codepoints[idx, :width], char_mask[idx, :width])
+            if out is None:
+                out = states.new_zeros((b, s, states.shape[-1]))
+            out[idx, :width] = states
+        return out
+
+    def _encode_texts(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+        """(B, S, Hb) states of ``[CLS] text [SEP]`` for each row, the markers dropped."""
         b = codepoints.shape[0]
         cls = torch.full((b, 1), CLS_CODEPOINT, dtype=codepoints.dtype, device=codepoints.device)
         lengths = char_mask.sum(dim=1)  # (B,)
@@ -173,11 +265,17 @@ class CharacterContextEncoder(nn.Module):
         mask = torch.cat([torch.ones_like(cls, dtype=torch.bool), char_mask,
                           torch.zeros_like(cls, dtype=torch.bool)], dim=1)
         mask[torch.arange(b, device=ids.device), lengths + 1] = True
-        states = self._backbone(ids, mask)[:, 1:-1]  # (B, S, Hb): the characters' states
-        h = self.W_h(states)
+        return self._backbone(ids, mask)[:, 1:-1]
+
+    def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+        """Context memory M_ctx (B, S, D), one vector per character of each sentence."""
+        h = self.W_h(self.char_states(codepoints, char_mask))
         h = self.ctx_encoder(h, src_key_padding_mask=~char_mask)
         return self.f_ctx(h) * char_mask[..., None]
 
     def forward(self, codepoints: torch.Tensor, char_mask: torch.Tensor):
-        """(identity (B, S, D), context memory (B, S, D))."""
-        return self.identity(codepoints, char_mask), self.context(codepoints, char_mask)
+        """(identity (B, S, D), context memory (B, S, D); zeros when nothing reads it)."""
+        identity = self.identity(codepoints, char_mask)
+        if not self.context_used:
+            return identity, torch.zeros_like(identity)
+        return identity, self.context(codepoints, char_mask)

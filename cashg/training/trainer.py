@@ -4,12 +4,13 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
 
 1. the learning rate is set to :func:`~cashg.training.schedules.learning_rate` ``(t)``;
 2. for every active stream's micro-batch (char 1, bigram 1, sentence ``sentence_accum``), the
-   model runs teacher-forced and :func:`stream_losses` gives ``L_seq = L_mdn + lambda_pen L_pen``,
-   the VDL and ``L_style = SupCon(writer) + SupCon(glyph)``; the micro-batch's contribution
+   teacher-forced model gives ``L_seq = L_mdn + lambda_pen L_pen``, the VDL and
+   ``L_style = SupCon(writer) + SupCon(glyph)`` (:func:`stream_losses` for one micro-batch;
+   the step runs all of them in one forward, :mod:`cashg.training.packed`, each keeping its
+   own means and BatchNorm statistics); the step's loss, the sum over micro-batches of
    ``lambda_s^(k) / n_s * (L_seq + lambda_vdl^s(t) L_vdl) + lambda_style^(k) / (A n_s) L_style``
    (``n_s`` micro-batches of stream s, ``A`` active streams; i.e. the style loss is the mean
-   over the active streams of each stream's mean style loss) is back-propagated at once
-   (gradient accumulation; under DDP only the last backward synchronises);
+   over the active streams of each stream's mean style loss), is back-propagated once;
 3. the global gradient norm is clipped to ``grad_clip`` and AdamW steps, unless a loss or the
    gradient norm is not finite on any rank: then the step is skipped (no parameter update, and
    buffers such as BatchNorm statistics restored), logged, and
@@ -61,11 +62,18 @@ from cashg.losses import (
 )
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.cashg_model import CASHG
-from cashg.model.gmm_head import MixtureParams
 from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
+from cashg.training.flat_params import (
+    FlatBuffers,
+    FlatParameters,
+    GradientWatch,
+    flat_state,
+    per_parameter_state,
+)
 from cashg.training.init import data_scaled_init, offset_scale, position_scale
+from cashg.training.packed import float_params, packed_losses
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -117,11 +125,6 @@ class TrainResult:
     config_hash: str = ""
 
 
-def _float_params(p: MixtureParams) -> MixtureParams:
-    return MixtureParams(p.log_pi.float(), p.mu.float(), p.sigma.float(), p.rho.float(),
-                         p.pen_logits.float())
-
-
 def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
                   cfg: TrainConfig, amp: contextlib.AbstractContextManager,
                   vdl: bool = True) -> dict:
@@ -136,7 +139,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     vdl = vdl and stream != "char"
     with amp:
         out = model(batch, targets_only=not vdl)
-    p = _float_params(out.params)
+    p = float_params(out.params)
     mask = batch.point_mask & batch.target_mask[..., None]
     x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
               else None)  # (B, S, T)
@@ -186,11 +189,16 @@ class Trainer:
             chars = train_data.init_chars()
             data_scaled_init(model, offset_scale(chars), position_scale(chars))
         self.model = model.to(self.device)
+        # every trainable parameter a view of one flat tensor: the norm, the clip, AdamW and
+        # zeroing are one operation each (flat_params); BatchNorm statistics likewise
+        trainable = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        self.trainable_names = [n for n, _ in trainable]
+        self.flat = FlatParameters([p for _, p in trainable])
+        self.flat_buffers = FlatBuffers(list(self.model.buffers()))
+        self.checked_stages: set[int] = set()  # stages whose first step checked unused params
         self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                         else None) if self.dist.distributed else None)
-        params_opt = [p for p in self.model.parameters() if p.requires_grad]
-        self.params_opt = params_opt
-        self.opt = torch.optim.AdamW(params_opt, lr=cfg.lr, betas=tuple(cfg.betas),
+        self.opt = torch.optim.AdamW([self.flat.flat], lr=cfg.lr, betas=tuple(cfg.betas),
                                      weight_decay=cfg.weight_decay,
                                      fused=True)  # one kernel per step, CPU and CUDA alike
         self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
@@ -225,7 +233,10 @@ class Trainer:
             raise ck.CheckpointError(f"{latest}: config hash {extra.get('config_hash')} != "
                                      f"{self.hash}")
         self.model.load_state_dict(payload["state_dict"])
-        self.opt.load_state_dict(extra["optimizer"])
+        try:
+            self.opt.load_state_dict(flat_state(extra["optimizer"], self.flat.shapes))
+        except ValueError as exc:
+            raise ck.CheckpointError(f"{latest}: optimizer state: {exc}") from exc
         self.iteration = int(extra["iteration"])
         self.best_val = float(extra["best_val"])
         self.nonfinite_run = int(extra["nonfinite_run"])
@@ -259,7 +270,7 @@ class Trainer:
         return {
             "kind": ck.KIND, "config_hash": self.hash, "params": self.params,
             "char_inventory": self.char_inventory, "iteration": self.iteration,
-            "optimizer": self.opt.state_dict(),
+            "optimizer": per_parameter_state(self.opt.state_dict(), self.flat.shapes),
             "scheduler": {"kind": "pure-function-of-iteration", "iteration": self.iteration,
                           "lr": learning_rate(max(self.iteration - 1, 0), self.cfg)},
             "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
@@ -296,32 +307,35 @@ class Trainer:
         lam = {"char": (w.char, 0.0), "bigram": (w.bigram, vdl_bi),
                "sentence": (w.sentence, vdl_sent)}
         active = [s for s in STREAMS if batches.get(s)]
-        micro = [(s, b) for s in active for b in batches[s]]
+        micro = [(s, b.to(self.device)) for s in active for b in batches[s]]
+        stage = curriculum_stage(t, cfg)
+        watch = self.flat.watch() if stage not in self.checked_stages else None
         self.model.train()
-        self.opt.zero_grad(set_to_none=True)
-        buffers = [b.detach().clone() for b in self.model.buffers()]  # BN statistics
+        self.flat.zero_grad()
+        buffers = self.flat_buffers.snapshot()  # BN statistics, restored if the step is skipped
         sums: dict[str, torch.Tensor | float] = defaultdict(float)  # tensors until the end
-        n_samples = 0
-        for j, (s, b) in enumerate(micro):
-            b = b.to(self.device)
+        net = self.ddp if self.ddp is not None else self.model
+        # every micro-batch in one forward (cashg.training.packed), one backward of the sum
+        per_micro = packed_losses(net, micro, cfg, self.amp,
+                                  {s: lam[s][1] > 0 for s in active})
+        total = 0.0
+        for (s, _), losses in zip(micro, per_micro):
             n_s = len(batches[s])
-            net = self.ddp if self.ddp is not None else self.model
-            sync = contextlib.nullcontext() if (self.ddp is None or j == len(micro) - 1) \
-                else self.ddp.no_sync()
-            with sync:
-                losses = stream_losses(net, b, s, cfg, self.amp, vdl=lam[s][1] > 0)
-                if self.loss_hook is not None:
-                    losses = self.loss_hook(t, s, losses)
-                gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
-                    else losses["seq"]
-                total = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
-                total.backward()
+            if self.loss_hook is not None:
+                losses = self.loss_hook(t, s, losses)
+            gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
+                else losses["seq"]
+            part = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
+            total = total + part
             for k in ("mdn", "pen", "vdl", "seq", "style"):
                 if k in losses:  # no vdl where its weight is 0 (not computed)
                     sums[f"train/{s}/{k}"] += losses[k].detach() / n_s
-            sums["train/total"] += total.detach()
-            n_samples += int(b.writer_ids.shape[0])
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params_opt, cfg.grad_clip, foreach=True)
+        total.backward()
+        sums["train/total"] = total.detach()
+        n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
+        if watch is not None:
+            self._check_all_parameters_reached(watch, stage)
+        grad_norm = self.flat.clip_grad_norm(cfg.grad_clip)
         # one device-to-host transfer per step (no sync inside the micro-batch loop)
         names = list(sums)
         values = torch.stack([torch.as_tensor(sums[k], device=self.device).float()
@@ -330,19 +344,28 @@ class Trainer:
         gn = values[-1]
         nonfinite = dd.any_true(not all(math.isfinite(v) for v in values), self.device)
         if nonfinite:  # no update at all: drop the gradients, restore running statistics
-            self.opt.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for b, saved in zip(self.model.buffers(), buffers):
-                    b.copy_(saved)
+            self.flat.zero_grad()
+            self.flat_buffers.restore(buffers)
             self.nonfinite_run += 1
         else:
             self.opt.step()
             self.nonfinite_run = 0
         out = dict(sums)
-        out.update({"train/lr": learning_rate(t, cfg), "train/stage": curriculum_stage(t, cfg),
+        out.update({"train/lr": learning_rate(t, cfg), "train/stage": stage,
                     "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),
                     "samples": n_samples * self.dist.world})
         return out
+
+    def _check_all_parameters_reached(self, watch: GradientWatch, stage: int) -> None:
+        """After a stage's first backward: every trainable parameter got a gradient.
+        torch.optim skips a parameter without one; the flat optimizer would decay and move
+        it, so a model whose stage leaves a parameter out stops here instead."""
+        unused = [self.trainable_names[i] for i in watch.close()]
+        if unused:
+            raise RuntimeError(f"curriculum stage {stage}: no gradient reaches {unused}; the "
+                               "flat-parameter optimizer needs every trainable parameter in "
+                               "every stage (freeze them, or remove them from the model)")
+        self.checked_stages.add(stage)
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()

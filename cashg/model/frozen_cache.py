@@ -1,0 +1,57 @@
+"""Outputs of a frozen module kept by key: the text backbone's states of a code point or of a
+short text are computed once per training run instead of once per batch.
+
+A frozen CANINE is a fixed function of its input, so its states of one code point (the
+character-identity path, paper Sec. 3.1) or of a one- or two-character text (the char and
+bigram streams' context path) never change while it stays frozen. Each key is computed ALONE
+(a batch of one), so a cached value does not depend on which batch first asked for it, and a
+run resumed from a checkpoint (an empty cache) computes the same values an uninterrupted run
+had cached: exact resume holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+
+
+class RowCache:
+    """Rows of fixed shape by hashable key, in one table (so a lookup is one index_select).
+
+    ``max_rows`` bounds the memory: when a lookup's new keys would exceed it the table starts
+    empty again (values are recomputed identically, see the module docstring)."""
+
+    def __init__(self, max_rows: int = 65536):
+        self.max_rows = max_rows
+        self.index: dict[Hashable, int] = {}
+        self.table: torch.Tensor | None = None  # (capacity, *row shape)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def clear(self) -> None:
+        self.index.clear()
+        self.table = None
+
+    def rows(self, keys: Sequence[Hashable],
+             compute: Callable[[Hashable], torch.Tensor]) -> torch.Tensor:
+        """(K, *row shape): the row of every key, ``compute(key)`` for the ones not cached."""
+        missing = [k for k in dict.fromkeys(keys) if k not in self.index]
+        if len(self.index) + len(missing) > self.max_rows:
+            self.clear()
+            missing = list(dict.fromkeys(keys))
+        for k in missing:
+            self._append(k, compute(k).detach())
+        idx = torch.tensor([self.index[k] for k in keys], device=self.table.device)
+        return self.table.index_select(0, idx)
+
+    def _append(self, key: Hashable, row: torch.Tensor) -> None:
+        n = len(self.index)
+        if self.table is None or n == self.table.shape[0]:
+            grown = row.new_empty((max(64, 2 * n), *row.shape))
+            if self.table is not None:
+                grown[:n] = self.table[:n]
+            self.table = grown
+        self.table[n] = row
+        self.index[key] = n
