@@ -92,7 +92,7 @@ def test_clip_uses_the_global_norm_and_watch_names_unreached_parameters():
     assert watch.close() == [6]  # the last parameter: no backward reached it
     grads = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     norm = flat.clip_grad_norm(1e-3)
-    assert float(norm) == pytest.approx(float(grads.double().norm()), rel=1e-12)
+    assert float(norm) == pytest.approx(float(grads.double().norm()), rel=1e-6)
     assert float(flat.flat.grad.norm()) == pytest.approx(1e-3, rel=1e-4)
 
 

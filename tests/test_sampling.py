@@ -19,7 +19,7 @@ from cashg.generation.sampling import (
 from cashg.losses import most_probable_mean, space_gap_points
 from cashg.model import CASHG
 from cashg.model.batch import SequenceSample, collate
-from cashg.model.decoder import Restart
+from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import mixture_from_raw
 from cashg.model.presets import TINY, with_changes
 from cashg.model.step_attention import KeyCounts, attend_one_query

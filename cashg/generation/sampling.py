@@ -71,7 +71,7 @@ from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
 from cashg.core.pen_states import WHITESPACE
 from cashg.model.cashg_model import CASHG
-from cashg.model.decoder import Restart
+from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 
 PU, CURSIVE_EOC, EOC = 1, 2, 3

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+NORM_CHUNK = 4096  # elements per float32 partial norm of the gradient (clip_grad_norm)
+
 
 class FlatParameters:
     """Parameters ``params`` rebound as views of ``flat`` (P,), their gradients as views of
@@ -82,10 +84,17 @@ class FlatParameters:
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         """Scale the gradient to global L2 norm at most ``max_norm`` (torch's
         ``clip_grad_norm_``: factor ``max_norm / (norm + 1e-6)``, capped at 1); returns the norm
-        before clipping. The sum of squares runs in float64: over millions of elements a
-        float32 reduction drifts by 1e-5 of the norm, more than per-tensor norms did."""
+        before clipping. Two levels: float32 norms of chunks of ``NORM_CHUNK`` elements, then
+        their norm in float64; one float32 reduction over millions of elements drifts by 1e-5
+        of the norm (more than per-tensor norms did), and a float64 pass over all of them costs
+        8 ms per step on a CPU core."""
         grad = self.flat.grad
-        norm = torch.linalg.vector_norm(grad, dtype=torch.float64)
+        n = grad.numel()
+        rows = n // NORM_CHUNK
+        parts = [torch.linalg.vector_norm(grad[:rows * NORM_CHUNK].view(rows, NORM_CHUNK), dim=1)]
+        if n > rows * NORM_CHUNK:
+            parts.append(torch.linalg.vector_norm(grad[rows * NORM_CHUNK:]).reshape(1))
+        norm = torch.linalg.vector_norm(torch.cat(parts), dtype=torch.float64)
         grad.mul_((max_norm / (norm + 1e-6)).clamp(max=1.0).to(grad.dtype))
         return norm
 
