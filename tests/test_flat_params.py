@@ -65,7 +65,7 @@ def test_optimizer_state_round_trips_through_the_per_parameter_layout():
         for o, m in ((opt_ref, ref), (opt, net)):
             _loss(m, k).backward()
             o.step()
-    per = per_parameter_state(opt.state_dict(), flat.shapes)
+    per = per_parameter_state(opt.state_dict(), flat.layouts)
     want = opt_ref.state_dict()
     assert sorted(per["state"]) == sorted(want["state"])
     for i, s in want["state"].items():
@@ -74,13 +74,13 @@ def test_optimizer_state_round_trips_through_the_per_parameter_layout():
             torch.testing.assert_close(per["state"][i][key], s[key], rtol=1e-5, atol=1e-7)
     # a checkpoint of the per-parameter optimizer (e.g. written before flat parameters) loads
     opt2 = _adamw([flat.flat])
-    opt2.load_state_dict(flat_state(want, flat.shapes))
+    opt2.load_state_dict(flat_state(want, flat.layouts))
     torch.testing.assert_close(opt2.state_dict()["state"][0]["exp_avg"],
                                opt.state_dict()["state"][0]["exp_avg"], rtol=1e-5, atol=1e-7)
     # states that cannot be merged are refused with a reason
     broken = {"state": {0: want["state"][0]}, "param_groups": want["param_groups"]}
     with pytest.raises(ValueError, match="1 of 6 parameters"):
-        flat_state(broken, flat.shapes)
+        flat_state(broken, flat.layouts)
 
 
 def test_clip_uses_the_global_norm_and_watch_names_unreached_parameters():
@@ -117,3 +117,27 @@ def test_zero_grad_rebinds_after_the_optimizer_dropped_the_gradient():
     flat.zero_grad()
     _loss(net, 0).backward()
     assert float(flat.flat.grad.abs().sum()) > 0
+
+
+def test_channels_last_weights_keep_their_layout_and_state():
+    """A channels-last convolution weight stays channels-last as a view of the flat tensor
+    (oneDNN convolves that layout fastest), and its optimizer state maps element by element."""
+    torch.manual_seed(0)
+    ref = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+    net = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+    net.load_state_dict(ref.state_dict())
+    flat = FlatParameters(list(net.parameters()))
+    assert net.weight.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(net.weight, ref.weight, rtol=0, atol=0)
+    opt_ref, opt = _adamw(list(ref.parameters())), _adamw([flat.flat])
+    x = torch.randn(2, 3, 6, 6).contiguous(memory_format=torch.channels_last)
+    for m, o in ((ref, opt_ref), (net, opt)):
+        (m(x) ** 2).mean().backward()
+        o.step()
+    assert net.weight.grad.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(net.weight, ref.weight, rtol=1e-5, atol=1e-6)
+    per = per_parameter_state(opt.state_dict(), flat.layouts)
+    torch.testing.assert_close(per["state"][0]["exp_avg"], opt_ref.state[ref.weight]["exp_avg"])
+    back = flat_state(opt_ref.state_dict(), flat.layouts)
+    torch.testing.assert_close(back["state"][0]["exp_avg_sq"],
+                               opt.state_dict()["state"][0]["exp_avg_sq"])

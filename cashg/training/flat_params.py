@@ -25,11 +25,41 @@ checkpoint written with flat parameters and one written before them read the sam
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 NORM_CHUNK = 4096  # elements per float32 partial norm of the gradient (clip_grad_norm)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parameter's shape and the strides of its dense memory layout (its own strides for a
+    dense tensor, e.g. channels-last (N, H, W, C) order for a convolution weight)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @staticmethod
+    def of(t: torch.Tensor) -> Layout:
+        order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))  # outermost first
+        strides, step = [0] * t.dim(), 1
+        for d in reversed(order):
+            strides[d] = step
+            step *= t.shape[d]
+        return Layout(tuple(t.shape), tuple(strides))
+
+    def _order(self) -> list[int]:
+        return sorted(range(len(self.shape)), key=lambda d: (-self.strides[d], d))
+
+    def flatten(self, t: torch.Tensor) -> torch.Tensor:
+        """(n,) the elements of ``t`` (this shape, any strides) in this layout's memory order."""
+        return t.permute(self._order()).reshape(-1)
+
+    def view(self, flat: torch.Tensor) -> torch.Tensor:
+        """A tensor of this shape and strides over the 1-D ``flat`` slice (a view)."""
+        return flat.as_strided(self.shape, self.strides)
 
 
 class FlatParameters:
@@ -44,10 +74,13 @@ class FlatParameters:
         if len(kinds) != 1:
             raise ValueError(f"FlatParameters: parameters of several dtypes/devices {kinds}")
         self.params = list(params)
-        self.shapes = [tuple(p.shape) for p in self.params]
         self.sizes = [p.numel() for p in self.params]
+        # each parameter keeps its memory layout (the style CNN's weights are channels-last:
+        # as plain contiguous views its convolutions and pooling ran 1.5-7x slower)
+        self.layouts = [Layout.of(p) for p in self.params]
         with torch.no_grad():
-            flat = torch.cat([p.detach().reshape(-1) for p in self.params])  # (P,)
+            flat = torch.cat([lay.flatten(p.detach()) for lay, p in
+                              zip(self.layouts, self.params)])  # (P,)
         self.flat = nn.Parameter(flat)
         self.flat.grad = torch.zeros_like(flat)
         self._bind()
@@ -56,9 +89,9 @@ class FlatParameters:
         """Point every parameter and its ``.grad`` at its slice of the flat tensors."""
         data, grad = self.flat.detach(), self.flat.grad
         offset = 0
-        for p, n in zip(self.params, self.sizes):
-            p.data = data[offset:offset + n].view_as(p)
-            p.grad = grad[offset:offset + n].view_as(p)
+        for p, n, lay in zip(self.params, self.sizes, self.layouts):
+            p.data = lay.view(data[offset:offset + n])
+            p.grad = lay.view(grad[offset:offset + n])
             offset += n
 
     def zero_grad(self) -> None:
@@ -153,21 +186,21 @@ class FlatBuffers:
                 flat.copy_(s)
 
 
-def per_parameter_state(state: dict, shapes: Sequence[tuple]) -> dict:
+def per_parameter_state(state: dict, layouts: Sequence[Layout]) -> dict:
     """torch.optim (Adam/AdamW) state dict of an optimizer over the one flat parameter -> the
-    state dict the same optimizer over the separate parameters (``shapes``) would have: every
+    state dict the same optimizer over the separate parameters (``layouts``) would have: every
     entry but ``step`` (shared) is per element."""
     flat = state["state"].get(0)
     out: dict = {}
     if flat is not None:
-        for i, (shape, part) in enumerate(zip(shapes, _slices(shapes))):
-            out[i] = {k: _copy(v) if k in SHARED_STATE else v[part].reshape(shape).clone()
+        for i, (lay, part) in enumerate(zip(layouts, _slices(layouts))):
+            out[i] = {k: _copy(v) if k in SHARED_STATE else lay.view(v[part]).clone()
                       for k, v in flat.items()}
-    groups = [dict(g, params=list(range(len(shapes)))) for g in state["param_groups"]]
+    groups = [dict(g, params=list(range(len(layouts)))) for g in state["param_groups"]]
     return {"state": out, "param_groups": groups}
 
 
-def flat_state(state: dict, shapes: Sequence[tuple]) -> dict:
+def flat_state(state: dict, layouts: Sequence[Layout]) -> dict:
     """The inverse of :func:`per_parameter_state`: a per-parameter state dict (a flat-parameter
     checkpoint, or one written before flat parameters) -> the state of the optimizer over the
     flat parameter. Raises ValueError when the parameters' states cannot be merged (some
@@ -176,8 +209,8 @@ def flat_state(state: dict, shapes: Sequence[tuple]) -> dict:
     groups = [dict(g, params=[0]) for g in state["param_groups"]]
     if not per:
         return {"state": {}, "param_groups": groups}
-    if sorted(per) != list(range(len(shapes))):
-        raise ValueError(f"optimizer state for {len(per)} of {len(shapes)} parameters: "
+    if sorted(per) != list(range(len(layouts))):
+        raise ValueError(f"optimizer state for {len(per)} of {len(layouts)} parameters: "
                          "cannot merge into one flat parameter")
     merged = {}
     for k, v in per[0].items():
@@ -187,17 +220,17 @@ def flat_state(state: dict, shapes: Sequence[tuple]) -> dict:
                 raise ValueError(f"optimizer state {k!r} differs between parameters: {values}")
             merged[k] = _copy(v)
         else:
-            merged[k] = torch.cat([per[i][k].reshape(-1) for i in range(len(shapes))])
+            merged[k] = torch.cat([lay.flatten(per[i][k]) for i, lay in enumerate(layouts)])
     return {"state": {0: merged}, "param_groups": groups}
 
 
 SHARED_STATE = frozenset({"step"})  # Adam/AdamW: one step count per parameter, all equal here
 
 
-def _slices(shapes: Sequence[tuple]) -> list[slice]:
+def _slices(layouts: Sequence[Layout]) -> list[slice]:
     out, offset = [], 0
-    for s in shapes:
-        n = int(torch.Size(s).numel())
+    for lay in layouts:
+        n = int(torch.Size(lay.shape).numel())
         out.append(slice(offset, offset + n))
         offset += n
     return out
