@@ -141,3 +141,14 @@ def test_channels_last_weights_keep_their_layout_and_state():
     back = flat_state(opt_ref.state_dict(), flat.layouts)
     torch.testing.assert_close(back["state"][0]["exp_avg_sq"],
                                opt.state_dict()["state"][0]["exp_avg_sq"])
+
+
+def test_one_channel_weight_keeps_its_strides():
+    """A 1-channel channels-last weight is contiguous in both formats; convolution reads the
+    strides of its size-1 dim to choose the output format, so they are kept exactly."""
+    conv = nn.Conv2d(1, 4, 7).to(memory_format=torch.channels_last)
+    stride = conv.weight.stride()
+    FlatParameters(list(conv.parameters()))
+    assert conv.weight.stride() == stride
+    y = conv(torch.rand(2, 1, 16, 16).contiguous(memory_format=torch.channels_last))
+    assert y.is_contiguous(memory_format=torch.channels_last)

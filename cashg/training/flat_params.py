@@ -43,6 +43,11 @@ class Layout:
 
     @staticmethod
     def of(t: torch.Tensor) -> Layout:
+        if t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(
+                memory_format=torch.channels_last)):
+            # the tensor's own strides, also those of its size-1 dims: kernels read them to
+            # pick a memory format (a 1-channel channels-last weight has stride 1 on dim 1)
+            return Layout(tuple(t.shape), tuple(t.stride()))
         order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))  # outermost first
         strides, step = [0] * t.dim(), 1
         for d in reversed(order):
