@@ -137,6 +137,8 @@ def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
     as its own class, as :func:`cashg.losses.style_loss` would)."""
     if not batches:
         raise ValueError("concat_batches: no batches")
+    if len(batches) == 1:  # a stage-1 step: nothing to join (no copy on the hot path)
+        return batches[0]
     s = max(b.pen.shape[1] for b in batches)
     t = max(b.pen.shape[2] for b in batches)
 

@@ -161,19 +161,19 @@ class CharacterContextEncoder(nn.Module):
             self._cache_codes, self._cache_texts = RowCache(), RowCache()
         return self._cache_codes, self._cache_texts
 
-    def _wrapped(self, codes: list[int], device: torch.device) -> torch.Tensor:
-        """(1, n + 2) ids ``[CLS] codes [SEP]``."""
-        return torch.tensor([[CLS_CODEPOINT, *codes, SEP_CODEPOINT]], device=device)
+    def _encode_alone(self, codes: list[int], device: torch.device) -> torch.Tensor:
+        """(n + 2, Hb) backbone states of ``[CLS] codes [SEP]`` encoded as a batch of one (the
+        cached values: independent of any other text)."""
+        ids = torch.tensor([[CLS_CODEPOINT, *codes, SEP_CODEPOINT]], device=device)
+        return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0]
 
     def identity_states(self, unique: torch.Tensor) -> torch.Tensor:
         """(U, Hb) mean-pooled backbone states of each code point of ``unique`` (U,) encoded
         alone (``[CLS] u [SEP]``)."""
         caches = self._caches()
         if caches is not None:
-            def one(code: int) -> torch.Tensor:
-                ids = self._wrapped([code], unique.device)
-                return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0].mean(0)
-            return caches[0].rows(unique.tolist(), one)
+            return caches[0].rows(unique.tolist(),
+                                  lambda code: self._encode_alone([code], unique.device).mean(0))
         ids = torch.stack(
             [torch.full_like(unique, CLS_CODEPOINT), unique, torch.full_like(unique, SEP_CODEPOINT)],
             dim=1,
@@ -214,8 +214,7 @@ class CharacterContextEncoder(nn.Module):
         codes = codepoints.tolist()
 
         def one(text: tuple) -> torch.Tensor:
-            ids = self._wrapped(list(text), codepoints.device)
-            states = self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0, 1:-1]
+            states = self._encode_alone(list(text), codepoints.device)[1:-1]  # markers dropped
             return nn.functional.pad(states, (0, 0, 0, CACHED_TEXT_CHARS - len(text)))
 
         cached = caches[1].rows([tuple(codes[i][:lengths[i]]) for i in short], one)  # (K, 2, Hb)

@@ -98,6 +98,7 @@ class FlatParameters:
             p.data = lay.view(data[offset:offset + n])
             p.grad = lay.view(grad[offset:offset + n])
             offset += n
+        self._grad_ptrs = [p.grad.data_ptr() for p in self.params]  # where each .grad must be
 
     def zero_grad(self) -> None:
         """Zero the flat gradient (one operation); rebinds any ``.grad`` someone replaced or
@@ -108,16 +109,8 @@ class FlatParameters:
             return
         self.flat.grad.zero_()
         if any(p.grad is None or p.grad.data_ptr() != g for p, g in
-               zip(self.params, self._grad_ptrs())):
+               zip(self.params, self._grad_ptrs)):
             self._bind()
-
-    def _grad_ptrs(self) -> list[int]:
-        base, item = self.flat.grad.data_ptr(), self.flat.grad.element_size()
-        out, offset = [], 0
-        for n in self.sizes:
-            out.append(base + offset * item)
-            offset += n
-        return out
 
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         """Scale the gradient to global L2 norm at most ``max_norm`` (torch's
