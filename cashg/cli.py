@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("cashg.generation.cli", "generate handwriting for a text in a writer's style"),
     "train": ("cashg.training.cli", "train with the three-stage curriculum"),
     "report": ("cashg.report", "assemble the results report from stage outputs"),
+    "import": ("cashg.baselines.cli", "read another method's outputs as cashg-ink"),
     "studio": ("cashg.studio.cli", "web app: write a sentence in a writer's or your own style"),
 }
 

@@ -42,7 +42,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -303,6 +303,7 @@ class ReportExperiments(NamedTuple):
     ablation_benchmark: str | None  # the cells' benchmark (None: no ablation)
     benchmarks: tuple[str, ...]  # every benchmark (subsets.benchmarks)
     experiments: tuple[str, ...]  # every experiment, in params order
+    baselines: dict[str, tuple[str, str]]  # Table 2's other methods: name -> (benchmark, layout)
 
 
 def experiments_from_params(path: str | Path) -> ReportExperiments:
@@ -321,7 +322,41 @@ def experiments_from_params(path: str | Path) -> ReportExperiments:
     return ReportExperiments(table2, params["ablation"].rows(experiments, params["model"]),
                              tuple(params["datasets"]),
                              experiments[cells[0]].benchmark if cells else None,
-                             tuple(params["subsets"].benchmarks), tuple(experiments))
+                             tuple(params["subsets"].benchmarks), tuple(experiments),
+                             {name: (b.benchmark, b.format)
+                              for name, b in params["baselines"].items()})
+
+
+def baseline_label(name: str, layout: str, metrics: Mapping[str, Any]) -> str:
+    """A baseline's Table 2 method cell: its name, where it came from, and a dagger when its
+    character segmentation is inferred (the note under the table says what rests on it)."""
+    dagger = " †" if metrics.get("segmentation") in ("inferred", "mixed") else ""
+    return f"{name} (imported, {layout} layout){dagger}"
+
+
+def baselines_markdown(imported: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
+    """The note under Table 2 on the imported rows: each one's segmentation source and, where
+    it is inferred, what rests on it and how well the inference agrees on ground truth."""
+    if not imported:
+        return []
+    lines = ["Imported rows (`baselines` in params.yaml): another method's output in the layout"
+             " its own code writes, read by `cashg import` (docs/formats.md) and scored by the"
+             " same code as the rows above. Character segmentation of each:", ""]
+    for name, layout, metrics in imported:
+        source = metrics.get("segmentation", "not recorded")
+        if source in ("inferred", "mixed"):
+            agree = metrics.get("segmentation_agreement") or {}
+            figures = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                for k, v in agree.items())
+            rests = ", ".join(metrics.get("metrics_on_inferred_segmentation", []))
+            lines.append(f"- † `{name}` ({layout} layout, which carries no segmentation):"
+                         f" **inferred**, {metrics.get('segmentation_method', '')}; {rests}"
+                         " of this row rest on it, not on a segmentation of the method's own."
+                         + (f" The same inference on the ground-truth lines, whose segmentation"
+                            f" is known: {figures}." if figures else ""))
+        else:
+            lines.append(f"- `{name}` ({layout} layout): {source} (the method's own output).")
+    return [*lines, ""]
 
 
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
@@ -369,7 +404,8 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
                  ablation_benchmark: str | None = None,
                  benchmarks: Sequence[str] | None = None,
                  experiments: Sequence[str] = (),
-                 recognizers: Sequence[str] | None = None) -> str:
+                 recognizers: Sequence[str] | None = None,
+                 baselines: Mapping[str, tuple[str, str]] | None = None) -> str:
     """Write ``out/report.md`` (and ``out/images/``) from the stage outputs under ``results``.
 
     ``table2``: the Table 2 rows, test-split experiment -> its benchmark (grouped by
@@ -379,7 +415,10 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
     ``benchmarks``: every benchmark (whose subsets statistics to show; default those of
     ``table2`` and the ablation); ``experiments``: every experiment (training summaries and
     figures; those of the tables always); ``recognizers``: the benchmarks with a recognizer
-    (default: those of ``table2`` with a ``results/recognizer/<benchmark>/summary.json``).
+    (default: those of ``table2`` with a ``results/recognizer/<benchmark>/summary.json``);
+    ``baselines``: other methods' imported outputs, name -> (benchmark, layout), scored in
+    ``results/evaluate/<name>/``: rows under their benchmark, marked where their segmentation
+    is inferred.
     Outputs of other experiments under ``results`` (left over from an earlier params choice)
     are not shown. :func:`experiments_from_params` reads all of these from a params file.
     """
@@ -401,23 +440,30 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         "## Sentence-level results (layout of the paper's Table 2)",
         "",
     ]
-    rows, missing, generated = [], [], []
-    for bench in table2_benchmarks:
+    rows, missing, generated, imported = [], [], [], []
+    for bench in dict.fromkeys([*table2_benchmarks,
+                                *(b for b, _ in (baselines or {}).values())]):
         methods = [("CASHG (this run)" if exp == bench else f"CASHG ({exp})",
                     results / "evaluate" / exp / "metrics.json", exp)
                    for exp, b in table2.items() if b == bench]
+        methods += [(name, results / "evaluate" / name / "metrics.json", None)
+                    for name, (b, _) in (baselines or {}).items() if b == bench]
         methods.append(("GT, perturbed copy",
                         results / "evaluate_gt" / bench / "perturbed" / "metrics.json", None))
         for method, path, exp in methods:
             metrics = _read_json(path)
             if metrics is None:
                 missing.append(str(path))
-            else:
-                rows.append((bench, method, metrics))
-                if exp is not None:
-                    generated.append(exp)
+                continue
+            if method in (baselines or {}):
+                imported.append((method, baselines[method][1], metrics))
+                method = baseline_label(method, baselines[method][1], metrics)
+            rows.append((bench, method, metrics))
+            if exp is not None:
+                generated.append(exp)
     parts.append(table2_markdown(rows) if rows else "_No evaluation outputs yet._\n")
     parts += decoding_markdown(results, generated)
+    parts += baselines_markdown(imported)
     parts += [
         "The *GT, perturbed copy* row scores the ground truth against a seeded perturbation of"
         " itself (jitter, flipped boundary labels, spacing changes): it shows the scale of the"
@@ -520,6 +566,13 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         if rel:
             parts += [f"Boundary labels of {exp} (green: CURSIVE_EOC, red: EOC):", "",
                       f"![{exp} boundaries]({rel})", ""]
+
+    for name, (bench, layout) in (baselines or {}).items():
+        rel = _copy(results / "evaluate" / name / "samples.png", images, f"eval_{name}.png")
+        if rel:
+            parts += [f"### {name}: imported from the {layout} layout, {bench} test lines (each"
+                      " under its ground truth; green: CURSIVE_EOC, red: EOC)", "",
+                      f"![{name}]({rel})", ""]
 
     parts += ["## Data", "", "| dataset | writers | lines | characters | cursive-boundary"
               " rate | parse rejections |", "|:--|--:|--:|--:|--:|:--|"]

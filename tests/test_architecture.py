@@ -192,3 +192,14 @@ def test_the_studio_is_a_leaf(graph):
     assert [u for u in users if not u.startswith("cashg.studio")] == []
     assert _violations(graph, "cashg.studio", lambda m: False,
                        lambda m: _in(m, "cashg.training") or _in(m, "cashg.evaluation")) == []
+
+
+def test_the_importers_are_a_leaf(graph):
+    """``cashg import`` (other methods' outputs) builds on the contracts and, to infer a
+    segmentation, the recognizer; nothing else imports it (``cashg.cli`` loads it by name) and
+    it never reaches the model, training, generation or evaluation."""
+    users = _violations(graph, "cashg", lambda m: False, lambda m: _in(m, "cashg.baselines"))
+    assert [u for u in users if not u.startswith("cashg.baselines")] == []
+    assert _violations(graph, "cashg.baselines", lambda m: False,
+                       lambda m: any(_in(m, f"cashg.{p}") for p in
+                                     ("model", "training", "generation", "evaluation"))) == []

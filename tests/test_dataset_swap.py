@@ -155,9 +155,9 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     ex = yaml.safe_load((EXAMPLES / example).read_text())
     assert set(ex) == {"datasets", "subsets", "experiments", "ablation", "recognizer",
-                       "new_text"}, f"{example}: unexpected blocks"
+                       "new_text", "baselines", "collage"}, f"{example}: unexpected blocks"
     assert set(ex["subsets"]) == {"benchmarks"} and set(ex["recognizer"]) == {"benchmarks"}
-    assert set(ex["new_text"]) == {"experiments"}
+    assert set(ex["new_text"]) == {"experiments"} and set(ex["collage"]) == {"benchmarks"}
     assert set(roots) == set(ex["datasets"]), f"{example}: roots for {sorted(ex['datasets'])}"
     params["datasets"] = {k: {**v, "root": str(roots[k])} for k, v in ex["datasets"].items()}
     for k, v in params["datasets"].items():
@@ -176,6 +176,8 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
     params["new_text"]["experiments"] = {
         rename.get(k, k): {"benchmark": rename.get(v["benchmark"], v["benchmark"])}
         for k, v in ex["new_text"]["experiments"].items()}
+    params["baselines"] = ex["baselines"]
+    params["collage"]["benchmarks"] = ex["collage"]["benchmarks"]
     return params
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from cashg.core.config.data import DatasetConfig
+from cashg.core.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from preprocessing.parsers.brush import BrushTask, check_sample, parse_dataset, parse_file
-from preprocessing.parsers.safe_pickle import UnsafePickleError, safe_load, safe_loads
 from preprocessing.review import ReviewReport
 from preprocessing.summary import cursive_boundaries
 

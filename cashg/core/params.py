@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cashg.core.config.baselines import BASELINE_SECTIONS, check_baselines
 from cashg.core.config.data import PREPROCESSING_SECTIONS
 from cashg.core.config.model import CASHG_SECTIONS
 from cashg.core.experiments import EXPERIMENT_SECTIONS, check_params
@@ -21,7 +22,7 @@ __all__ = ["DEFAULT_PARAMS", "ParamsError", "build", "load_params", "load_sectio
 
 DEFAULT_PARAMS = Path("params.yaml")
 SECTIONS: dict[str, type | object] = {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS,
-                                      **EXPERIMENT_SECTIONS}
+                                      **EXPERIMENT_SECTIONS, **BASELINE_SECTIONS}
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
@@ -43,6 +44,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     params = {name: build(cls, {} if data.get(name) is None else data[name], f"{path}: {name}")
               for name, cls in sections.items()}
     check_params(params, str(path), set(data))  # raises ParamsError (BenchmarkError)
+    if {"baselines", "collage"} & set(data):
+        check_baselines(params, str(path))
     return params
 
 

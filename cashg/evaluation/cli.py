@@ -35,6 +35,7 @@ make a stage's inputs depend on a list), and must exist when it does.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from collections.abc import Mapping
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from cashg.core.config.model import EvaluateConfig
-from cashg.core.ink import InkFormatError, split_of
+from cashg.core.ink import InkFile, InkFormatError, split_of
 from cashg.core.params import ParamsError, load_params
 from cashg.evaluation.evaluate import (
     EmptyGroundTruthError,
@@ -58,6 +59,7 @@ from cashg.evaluation.exclusions import (
 )
 from cashg.evaluation.outputs import write_outputs
 from cashg.evaluation.protocols import DTW_VARIANTS, PROTOCOLS
+from cashg.recognition.listing import listed_recognizer
 
 __all__ = ["add_arguments", "recognizer_file", "report_missing", "run"]
 
@@ -117,13 +119,7 @@ def report_missing(result, stream=None) -> None:  # noqa: ANN001 - EvaluationRes
 def recognizer_file(args: argparse.Namespace, params: Mapping[str, Any] | None) -> Path | None:
     """The recognizer to score with: ``--recognizer``, unless ``--recognizer-if-listed`` names a
     benchmark that ``recognizer.benchmarks`` of ``--params`` does not list."""
-    if args.recognizer_if_listed is None or args.recognizer is None:
-        return args.recognizer
-    if params is None:
-        raise ParamsError("--recognizer-if-listed reads recognizer.benchmarks from --params:"
-                          " give --params")
-    listed = params["recognizer"].benchmarks
-    return args.recognizer if args.recognizer_if_listed in listed else None
+    return listed_recognizer(args.recognizer, args.recognizer_if_listed, params)
 
 
 def benchmark_protocol(args: argparse.Namespace, params: Mapping[str, Any] | None) -> str | None:
@@ -164,6 +160,27 @@ def exclusion_record_for(args: argparse.Namespace, gt, origin: Mapping[str, Any]
     return read_exclusions(args.exclusions) if args.exclusions is not None else None
 
 
+# what rests on a prediction's character segmentation: CSM (boundaries, gaps, cursive joins),
+# and the recognizer's input scale (the median character height, features.char_height)
+SEGMENTATION_METRICS = ("F1_cursive", "CRE", "KGS", "SSS", "CER", "WER")
+
+
+def segmentation_source(pred_path: Path) -> dict[str, Any]:
+    """Where an imported prediction's segmentation comes from (``cashg import``'s root
+    attributes), for ``metrics.json``: ``{}`` for a file that does not say (this project's own
+    generations: the model writes its segmentation)."""
+    with InkFile(pred_path) as f:
+        attrs: dict[str, Any] = {k: str(f.attrs[k]) for k in ("segmentation",
+                                 "segmentation_method") if k in f.attrs}
+        if "segmentation_agreement" in f.attrs:
+            attrs["segmentation_agreement"] = json.loads(str(f.attrs["segmentation_agreement"]))
+    if not attrs:
+        return {}
+    if attrs.get("segmentation") in ("inferred", "mixed"):
+        attrs["metrics_on_inferred_segmentation"] = list(SEGMENTATION_METRICS)
+    return attrs
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         params = load_params(args.params) if args.params is not None else None  # read once
@@ -199,6 +216,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.details.update({"gt": str(args.gt), "pred": str(args.pred),
                            "gt_benchmark": origin["benchmark"], "gt_split": origin["split"]})
+    marker = segmentation_source(args.pred)
+    result.metrics.update(marker)  # metrics.json says which figures rest on an inferred one
+    if marker.get("segmentation") in ("inferred", "mixed"):
+        print(f"cashg evaluate: the prediction's character segmentation is"
+              f" {marker['segmentation']} ({marker.get('segmentation_method', '')}):"
+              f" {', '.join(SEGMENTATION_METRICS)} rest on it")
     if recognizer is not None:
         from cashg.evaluation.legibility import score_legibility
         from cashg.recognition.scoring import CHAR_CLASSES, format_class_errors

@@ -118,7 +118,9 @@ def plot_distributions(
         vals = (pd.to_numeric(series, errors="coerce").dropna().to_numpy()
                 if series is not None else np.zeros(0))
         if len(vals):
-            ax.hist(vals, bins=20, color="#4c72b0")
+            # values a rounding error apart (two writers at KGS 1 - 1e-16 and 1) fit no 20
+            # finite-sized bins: numpy refuses, so such a panel gets one
+            ax.hist(vals, bins=20 if np.ptp(vals) > 1e-9 else 1, color="#4c72b0")
         else:
             ax.text(0.5, 0.5, "undefined", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title, fontsize=8)

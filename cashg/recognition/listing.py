@@ -13,11 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cashg.core.params import ParamsError, load_section
 
-__all__ = ["main"]
+__all__ = ["listed_recognizer", "main"]
+
+
+def listed_recognizer(recognizer: Path | None, if_listed: str | None,
+                      params: Mapping[str, Any] | None) -> Path | None:
+    """The recognizer a command should use: ``recognizer``, unless ``if_listed`` names a
+    benchmark that ``recognizer.benchmarks`` of ``params`` does not list (the pipeline's
+    ``--recognizer-if-listed``: a DAG cannot make a stage's inputs depend on a list)."""
+    if if_listed is None or recognizer is None:
+        return recognizer
+    if params is None:
+        raise ParamsError("--recognizer-if-listed reads recognizer.benchmarks from --params:"
+                          " give --params")
+    return recognizer if if_listed in params["recognizer"].benchmarks else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ a stroke), ``label`` ``(N, M)`` one-hot: the character each point belongs to. Th
 ``<id>_resample20`` / ``<id>_resample25`` (5x scaled, resampled, no timing) sit next to the
 original; ``DatasetConfig.variant`` selects one (``original`` = files without a suffix).
 
-Files are loaded with :mod:`preprocessing.parsers.safe_pickle` (pickles execute code otherwise).
+Files are loaded with :mod:`cashg.core.safe_pickle` (pickles execute code otherwise).
 Review reasons: ``known_bad`` (listed in ``DatasetConfig.known_bad`` as ``<writer>/<drawing>``,
 which covers all variants of that drawing, or as an exact ``<writer>/<file name>``),
 ``unsafe_pickle``, ``corrupt_pickle``, ``unexpected_structure`` (types or shapes not as above),
@@ -28,8 +28,8 @@ import numpy as np
 
 from cashg.core.config.data import DatasetConfig, ParseConfig
 from cashg.core.records import InkRecord
+from cashg.core.safe_pickle import UnsafePickleError, safe_load
 from preprocessing.parsers.pool import run_ordered
-from preprocessing.parsers.safe_pickle import UnsafePickleError, safe_load
 from preprocessing.review import ReviewReport
 
 DATASET = "brush"

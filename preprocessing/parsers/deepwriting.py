@@ -37,8 +37,8 @@ the word number changes (or, where it is 0, where ``sow`` starts a word); spaces
 
 Loading never runs pickle code (``np.load(allow_pickle=True)`` would): the zip members are read
 here and object arrays go through the shared restricted unpickler
-(:mod:`preprocessing.parsers.safe_pickle`) widened only to object dtypes; any other global raises
-:class:`~preprocessing.parsers.safe_pickle.UnsafePickleError`, always, also when a report is
+(:mod:`cashg.core.safe_pickle`) widened only to object dtypes; any other global raises
+:class:`~cashg.core.safe_pickle.UnsafePickleError`, always, also when a report is
 given: a file that tries to run code is not a data-quality problem to skip past.
 """
 
@@ -56,8 +56,8 @@ import numpy as np
 
 from cashg.core.config.data import DatasetConfig
 from cashg.core.records import InkRecord
+from cashg.core.safe_pickle import RestrictedUnpickler, UnsafePickleError
 from preprocessing.parsers.pool import run_ordered
-from preprocessing.parsers.safe_pickle import RestrictedUnpickler, UnsafePickleError
 from preprocessing.review import ProblemSink, ReviewReport
 
 DATASET = "deepwriting"
@@ -170,7 +170,7 @@ def resolve_origin_scale(cfg: DatasetConfig) -> tuple[OriginScale, str]:
 
 
 class ObjectArrayUnpickler(RestrictedUnpickler):
-    """:class:`~preprocessing.parsers.safe_pickle.RestrictedUnpickler` that also admits object
+    """:class:`~cashg.core.safe_pickle.RestrictedUnpickler` that also admits object
     dtypes, which DeepWriting's ragged per-sample arrays need.
 
     This stays safe: the elements of an object array are unpickled by this same unpickler, so

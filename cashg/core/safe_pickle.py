@@ -1,4 +1,4 @@
-"""Restricted unpickling for dataset files (BRUSH): data in, never code.
+"""Restricted unpickling for dataset files (BRUSH) and imported peer outputs (SDT): data in, never code.
 
 ``pickle.load`` calls whatever global a file names (``os.system``, ``builtins.eval``, ...).
 :class:`RestrictedUnpickler` resolves only the handful of globals that plain numpy arrays and
