@@ -21,8 +21,8 @@ Per-point encoding, as ``visualize_hw.draw_stroke_svg`` draws it:
   step flips it). Units: the data's min-max scaled units (``0..1`` over each source's span),
   not pixels; the script does not undo that scaling, nor does this reader.
 
-The container (docs: /work/exp/docs_deepwriting.md, the patch to ``tf_evaluate_hw.py``) is one
-``.npz`` per sample with ``synthetic_sample``, ``text``, ``writer_id`` (the reference sample's
+The container (docs/formats.md, "DeepWriting importer": the patch to
+``tf_evaluate_hw.py``) is one ``.npz`` per sample with ``synthetic_sample``, ``text``, ``writer_id`` (the reference sample's
 ``subject_labels`` value; ``""`` for unbiased samples: no writer) and optionally
 ``sentence_id``; ``mean``/``std`` are not needed (the array is already un-normalised). The
 model conditions on characters but its outputs carry no per-point character (only an

@@ -9,7 +9,7 @@ WORD (the sentence is split on spaces and each word generated on its own) of abs
 renderers draw previous -> current only when ``t == 0``; training's ``helper.reformat_raw_data``
 stores point i-1's end-of-stroke flag on row i). y points down (PIL and SVG image coordinates).
 
-The container (docs: /work/exp/docs_dsd.md, the patch to ``sample.py``) is one ``.npz`` per
+The container (docs/formats.md, "DSD importer": the patch to ``sample.py``) is one ``.npz`` per
 sentence, written with plain ``np.savez``: ``commands_0 .. commands_{k-1}`` (the words in text
 order), ``text``, ``writer_id`` and optionally ``sentence_id`` (numpy unicode scalars). INPUT
 is one such file or a folder of them (read in sorted name order).
