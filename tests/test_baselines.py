@@ -256,3 +256,14 @@ def test_cli_imports_a_dsd_layout_and_evaluate_marks_the_inferred_segmentation(t
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert metrics["segmentation"] == "inferred" and "KGS" in \
         metrics["metrics_on_inferred_segmentation"]
+
+
+@pytest.mark.parametrize("profile", ["params.yaml", "params.gpu.yaml", "params.paper.yaml"])
+def test_every_profile_spells_out_the_sections_dvc_iterates(profile):
+    """dvc.yaml's foreach reads ${baselines} and ${collage.benchmarks} from the raw file (no
+    defaults there): a profile copied over params.yaml must name both."""
+    import yaml
+    from params_edits import REPO
+
+    raw = yaml.safe_load((REPO / profile).read_text())
+    assert isinstance(raw.get("baselines"), dict) and "benchmarks" in raw.get("collage", {})
