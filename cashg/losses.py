@@ -75,12 +75,25 @@ def point_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
               x_only: torch.Tensor | None = None) -> torch.Tensor:
     """(N,) the negative log-likelihood of each step where ``mask`` is True (row-major order),
     as :func:`gmm_nll` scores it."""
-    sel = p.index(mask)
-    target = target[mask]
+    return point_nll_at(p, target, flat_rows(mask), None if x_only is None else x_only[mask])
+
+
+def flat_rows(mask: torch.Tensor) -> torch.Tensor:
+    """(N,) long: the positions of the True entries of ``mask`` in its flattened, row-major
+    order (what boolean indexing selects, as indices a compiled step can take as input)."""
+    return mask.reshape(-1).nonzero().squeeze(1)
+
+
+def point_nll_at(p: MixtureParams, target: torch.Tensor, rows: torch.Tensor,
+                 x_only: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`point_nll` at ``rows`` (N,) of the flattened leading dimensions of ``target``
+    (..., 2) (:func:`flat_rows` of the mask); ``x_only`` (N,) bool at those rows."""
+    sel = p.rows(rows, target.dim() - 1)
+    target = target.reshape(-1, 2).index_select(0, rows)
     joint = mixture_log_prob(sel, target)
     if x_only is None:
         return -joint
-    return -torch.where(x_only[mask], mixture_log_prob_x(sel, target[:, 0]), joint)
+    return -torch.where(x_only, mixture_log_prob_x(sel, target[:, 0]), joint)
 
 
 def group_mean(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -114,7 +127,14 @@ def pen_loss(
 def pen_point_nll(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
                   class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS) -> torch.Tensor:
     """(N,) each valid step's class-weighted pen-state NLL ``w_y (-log p_y)``."""
-    lg, y = logits[mask], target[mask]
+    return pen_point_nll_at(logits, target, flat_rows(mask), class_weights)
+
+
+def pen_point_nll_at(logits: torch.Tensor, target: torch.Tensor, rows: torch.Tensor,
+                     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS) -> torch.Tensor:
+    """:func:`pen_point_nll` at ``rows`` (N,) of the flattened leading dimensions."""
+    lg = logits.reshape(-1, logits.shape[-1]).index_select(0, rows)
+    y = target.reshape(-1).index_select(0, rows)
     w = torch.tensor(class_weights, dtype=lg.dtype, device=lg.device)
     return w[y] * -F.log_softmax(lg, dim=-1).gather(-1, y[:, None]).squeeze(-1)
 
@@ -147,9 +167,26 @@ def grouped_sequence_loss(
 ) -> dict[str, torch.Tensor]:
     """:func:`sequence_loss` of each group of samples at once: ``{"mdn", "pen", "seq"}``,
     each (G,), every group's mean over its own valid steps."""
-    group = sample_group[:, None, None].expand(mask.shape)[mask]  # (N,)
-    mdn = group_mean(point_nll(p, deltas, mask, x_only), group, n_groups)
-    pl = group_mean(pen_point_nll(p.pen_logits, pen, mask, class_weights), group, n_groups)
+    rows = flat_rows(mask)  # (N,)
+    group = sample_group[rows // mask[0].numel()]  # (N,)
+    return grouped_sequence_loss_at(p, deltas, pen, rows, group, n_groups, lambda_pen,
+                                    class_weights, None if x_only is None else x_only[mask])
+
+
+def grouped_sequence_loss_at(
+    p: MixtureParams,
+    deltas: torch.Tensor,  # (B, S, T, 2)
+    pen: torch.Tensor,  # (B, S, T)
+    rows: torch.Tensor,  # (N,) the valid steps, flat_rows of the (B, S, T) mask
+    group: torch.Tensor,  # (N,) long: the group of each valid step
+    n_groups: int,
+    lambda_pen: float = LAMBDA_PEN,
+    class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
+    x_only: torch.Tensor | None = None,  # (N,) bool, see gmm_nll
+) -> dict[str, torch.Tensor]:
+    """:func:`grouped_sequence_loss` with its index sets given (a compiled step)."""
+    mdn = group_mean(point_nll_at(p, deltas, rows, x_only), group, n_groups)
+    pl = group_mean(pen_point_nll_at(p.pen_logits, pen, rows, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 
 
@@ -236,17 +273,39 @@ def grouped_vertical_drift_loss(
 ) -> torch.Tensor:
     """(G,) :func:`vertical_drift_loss` of each group of samples (0 for a group without
     boundaries)."""
-    off_p, off_g = _boundary_offsets(pred_deltas, gt_deltas, point_mask, boundaries, band)
-    group = sample_group[:, None].expand(boundaries.shape)[boundaries]  # (N,)
+    rows = flat_rows(boundaries)  # (M,)
+    return grouped_vertical_drift_loss_at(pred_deltas, gt_deltas, point_mask, rows,
+                                          sample_group[rows // boundaries.shape[1]], n_groups,
+                                          weights, band)
+
+
+def grouped_vertical_drift_loss_at(
+    pred_deltas: torch.Tensor,  # (B, S, T, 2)
+    gt_deltas: torch.Tensor,  # (B, S, T, 2)
+    point_mask: torch.Tensor,  # (B, S, T)
+    rows: torch.Tensor,  # (M,) the boundaries, flat_rows of the (B, S-1) boundary mask
+    group: torch.Tensor,  # (M,) long: the group of each boundary
+    n_groups: int,
+    weights: tuple[float, float, float] = VDL_WEIGHTS,
+    band: float = VDL_BAND,
+) -> torch.Tensor:
+    """:func:`grouped_vertical_drift_loss` with its index sets given (a compiled step)."""
+    off_p, off_g = _boundary_offsets_at(pred_deltas, gt_deltas, point_mask, rows, band)
     return group_mean(vdl_terms(off_p, off_g, weights), group, n_groups)
 
 
 def _boundary_offsets(pred_deltas, gt_deltas, point_mask, boundaries, band):
     """(N, 3) predicted and true ``[cen, top, bot]`` offsets at the boundaries."""
+    return _boundary_offsets_at(pred_deltas, gt_deltas, point_mask, flat_rows(boundaries),
+                                band)
+
+
+def _boundary_offsets_at(pred_deltas, gt_deltas, point_mask, rows, band):
+    """:func:`_boundary_offsets` at ``rows`` of the flattened (B, S-1) boundaries."""
     stats_p = char_vertical_stats(absolute_y(pred_deltas, point_mask), point_mask, band)
     stats_g = char_vertical_stats(absolute_y(gt_deltas, point_mask), point_mask, band)
-    return (stats_p[:, 1:] - stats_p[:, :-1])[boundaries], \
-        (stats_g[:, 1:] - stats_g[:, :-1])[boundaries]
+    return ((stats_p[:, 1:] - stats_p[:, :-1]).reshape(-1, 3).index_select(0, rows),
+            (stats_g[:, 1:] - stats_g[:, :-1]).reshape(-1, 3).index_select(0, rows))
 
 
 def supcon_loss(

@@ -345,9 +345,7 @@ def baselines_markdown(imported: Sequence[tuple[str, str, Mapping[str, Any]]]) -
     for name, layout, metrics in imported:
         source = metrics.get("segmentation", "not recorded")
         if source in ("inferred", "mixed"):
-            agree = metrics.get("segmentation_agreement") or {}
-            figures = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                for k, v in agree.items())
+            figures = agreement_words(metrics.get("segmentation_agreement") or {})
             rests = ", ".join(metrics.get("metrics_on_inferred_segmentation", []))
             lines.append(f"- † `{name}` ({layout} layout, which carries no segmentation):"
                          f" **inferred**, {metrics.get('segmentation_method', '')}; {rests}"
@@ -357,6 +355,30 @@ def baselines_markdown(imported: Sequence[tuple[str, str, Mapping[str, Any]]]) -
         else:
             lines.append(f"- `{name}` ({layout} layout): {source} (the method's own output).")
     return [*lines, ""]
+
+
+def agreement_words(agree: Mapping[str, Any]) -> str:
+    """The inferred segmentation's agreement on ground truth
+    (:func:`cashg.baselines.segmentation.pooled_agreement`) as a reader's sentence."""
+    if not agree:
+        return ""
+    parts = []
+    if "point_accuracy" in agree:
+        parts.append(f"{agree['point_accuracy']:.3f} of {agree.get('points', 0):,} points in "
+                     f"{agree.get('lines', 0)} lines given their own character")
+    for tol, rate in (agree.get("boundary_accuracy") or {}).items():
+        parts.append(f"character starts within {tol} point{'s' * (str(tol) != '1')}: {rate:.3f}")
+    if "mean_boundary_offset" in agree:
+        parts.append(f"mean start offset {agree['mean_boundary_offset']:.1f} points "
+                     f"({agree.get('mean_boundary_offset_chars', 0.0):.2f} characters)")
+    if "cursive_label_accuracy" in agree:
+        parts.append(f"cursive labels {agree['cursive_label_accuracy']:.3f} right (F1 "
+                     f"{agree.get('cursive_f1', 0.0):.3f}; cursive rate "
+                     f"{agree.get('cursive_rate_inferred', 0.0):.3f} inferred, "
+                     f"{agree.get('cursive_rate_true', 0.0):.3f} true)")
+    if agree.get("ground_truth_lines_failed"):
+        parts.append(f"{agree['ground_truth_lines_failed']} lines where inference failed")
+    return "; ".join(parts)
 
 
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
     python scripts/bench_train.py --profile paper --iters 3 [--device cuda] [--threads N]
     python scripts/bench_train.py --profile demo --iters 10
+    python scripts/bench_train.py --profile demo --compile [--compile-mode reduce-overhead]
 
 ``paper``: the ModelConfig defaults (hidden 512, 8 heads, K = 20, ResNet18 style encoder) with
 a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
@@ -12,7 +13,10 @@ realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence 
 ``model.style_refs`` 64 x 64 references per sample. Prints the median seconds per iteration and
 iterations per second of each stage (one untimed warm-up iteration first), then the
 reference-step check: two trainers built with the same seed give bit-identical fp32 losses on
-the same batches.
+the same batches. ``--compile`` runs the step through ``torch.compile`` (``train.compile``):
+the first ``--warmup`` iterations of each stage (default 1, with --compile 3) compile and
+recompile and are not timed; each stage then prints the graphs compiled so far and the
+seconds spent compiling.
 
 To compare with another checkout, run this script from there with ``PYTHONPATH=<checkout>``:
 without it ``import cashg`` finds the installed (editable) package, i.e. this checkout's code.
@@ -110,23 +114,31 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--stages", default="1,2,3")
+    ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
+    ap.add_argument("--compile-mode", default="default", choices=TrainConfig.compile_modes)
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="untimed iterations per stage (default 1; 3 with --compile)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model_cfg, cfg = load_profile(args.profile)
+    if args.compile:
+        cfg = dataclasses.replace(cfg, compile=True, compile_mode=args.compile_mode)
+    warmup = args.warmup if args.warmup is not None else (3 if args.compile else 1)
     trainer = make_trainer(model_cfg, cfg, args.device)
     if args.bf16:
         trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
     from cashg.model.cashg_model import count_parameters
 
     print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
-          f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}")
+          f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}, "
+          f"compile={args.compile_mode if args.compile else False}")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = starts[stage]
         plan = stream_plan(t0, cfg)
-        times = []
-        for k in range(args.iters + 1):
+        times, warm = [], []
+        for k in range(args.iters + warmup):
             batches = iteration_batches(t0 + k, cfg, model_cfg, 0)
             if trainer.device.type == "cuda":
                 torch.cuda.synchronize()
@@ -134,12 +146,16 @@ def main() -> None:
             trainer.train_step(t0 + k, batches)
             if trainer.device.type == "cuda":
                 torch.cuda.synchronize()
-            if k:
-                times.append(time.perf_counter() - a)
+            (times if k >= warmup else warm).append(time.perf_counter() - a)
         med = statistics.median(times)
         print(f"stage {stage}: micro-batches {plan.micro_batches} sizes {plan.batch_sizes}: "
               f"median {med:.3f} s/it = {1 / med:.2f} it/s over {len(times)} iterations "
               f"(min {min(times):.3f}, max {max(times):.3f})")
+        stats = getattr(trainer.step_fn, "stats", None)
+        if stats is not None:
+            print(f"  compiled: {stats.graphs} graphs so far, {stats.compile_s:.0f} s in the "
+                  f"backend, warm-up steps {', '.join(f'{w:.1f}' for w in warm)} s"
+                  + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
     # reference step: same seed, same batches -> identical fp32 losses
     ref = dataclasses.replace(cfg)
     t_ref = cfg.stage3_start if "3" in args.stages else 0

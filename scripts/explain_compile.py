@@ -1,5 +1,6 @@
-"""Where ``torch.compile`` would break a training step into pieces: ``torch._dynamo.explain``
-over one packed step (forward and losses) of a curriculum stage.
+"""Where ``torch.compile`` breaks a training step into pieces: ``torch._dynamo.explain`` over
+one packed step (forward and losses, :func:`cashg.training.packed.step_losses`, its plan
+computed beforehand as in training) of a curriculum stage.
 
     python scripts/explain_compile.py [--profile demo|paper] [--stage 3] [--rows 40]
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -25,7 +25,8 @@ import torch._dynamo as dynamo
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
 
-from cashg.training.packed import packed_losses  # noqa: E402
+from cashg.model.batch import concat_batches  # noqa: E402
+from cashg.training.packed import plan_step, step_losses  # noqa: E402
 from cashg.training.schedules import vdl_weights  # noqa: E402
 
 
@@ -44,12 +45,18 @@ def main() -> None:
     vdl_bi, vdl_sent = vdl_weights(t, cfg)
     vdl = {"char": False, "bigram": vdl_bi > 0, "sentence": vdl_sent > 0}
 
-    def step() -> torch.Tensor:
-        losses = packed_losses(trainer.model, micro, cfg, contextlib.nullcontext(), vdl)
+    batch = concat_batches([b for _, b in micro])
+    sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
+    streams = tuple(s for s, _ in micro)
+    use_vdl = tuple(vdl[s] and s != "char" for s in streams)
+    plan = plan_step(trainer.model, batch, list(sizes), list(use_vdl), cfg)
+
+    def step(batch, plan) -> torch.Tensor:
+        losses = step_losses(trainer.model, batch, plan, sizes, use_vdl, streams, cfg)
         return sum(m["seq"] + m["style"] for m in losses)
 
     start = time.perf_counter()
-    ex = dynamo.explain(step)()
+    ex = dynamo.explain(step)(batch, plan)
     print(f"stage {args.stage} ({args.profile} profile): graphs {ex.graph_count}, breaks "
           f"{ex.graph_break_count}, traced operators {ex.op_count} "
           f"({time.perf_counter() - start:.0f} s)")

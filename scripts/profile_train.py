@@ -1,16 +1,18 @@
 """Where the time of a training step goes: torch.profiler over demo-profile steps per stage.
 
     python scripts/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
-        [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total]
+        [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total] [--compile]
 
 Uses the synthetic batches of ``scripts/bench_train.py`` (one untimed warm-up step per stage),
 prints per stage the number of aten operator calls per iteration and the top rows of the
-profiler's operator table. ``docs/performance.md`` quotes its output.
+profiler's operator table. ``--compile``: the step through ``torch.compile`` (``train.compile``),
+three untimed warm-up steps per stage (compiling, then recompiling with dynamic shapes). ``docs/performance.md`` quotes its output.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -30,27 +32,33 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rows", type=int, default=15)
     ap.add_argument("--sort", default=None, help="profiler sort key (default: self time)")
+    ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model_cfg, cfg = load_profile(args.profile)
+    if args.compile:
+        cfg = dataclasses.replace(cfg, compile=True)
     trainer = make_trainer(model_cfg, cfg, args.device)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = starts[stage]
-        trainer.train_step(t0, iteration_batches(t0, cfg, model_cfg, 0))  # warm-up
-        batches = [iteration_batches(t0 + 1 + k, cfg, model_cfg, 0) for k in range(args.iters)]
+        warmup = 3 if args.compile else 1
+        for k in range(warmup):
+            trainer.train_step(t0 + k, iteration_batches(t0 + k, cfg, model_cfg, 0))
+        t1 = t0 + warmup
+        batches = [iteration_batches(t1 + k, cfg, model_cfg, 0) for k in range(args.iters)]
         with profile(activities=acts) as prof:
             for k, b in enumerate(batches):
-                trainer.train_step(t0 + 1 + k, b)
+                trainer.train_step(t1 + k, b)
             if args.device == "cuda":
                 torch.cuda.synchronize()
         events = prof.key_averages()
         calls = sum(e.count for e in events if e.key.startswith("aten::"))
         print(f"## stage {stage} ({args.profile} profile, {trainer.device}, "
-              f"{torch.get_num_threads()} threads): {calls / args.iters:.0f} aten calls per "
-              f"iteration")
+              f"{torch.get_num_threads()} threads{', compiled' if args.compile else ''}): "
+              f"{calls / args.iters:.0f} aten calls per iteration")
         print(events.table(sort_by=sort, row_limit=args.rows, max_name_column_width=40))
 
 

@@ -182,7 +182,8 @@ def test_report_shows_an_imported_row_marked_when_its_segmentation_is_inferred(t
     metrics = {"F1_cursive": 0.5, "CRE": 0.9, "KGS": 0.4, "SSS": 0.6, "DTW_norm": 1.0,
                "segmentation": "inferred", "segmentation_method": "CTC forced alignment",
                "metrics_on_inferred_segmentation": ["F1_cursive", "KGS"],
-               "segmentation_agreement": {"point_accuracy": 0.875}}
+               "segmentation_agreement": {"point_accuracy": 0.875, "points": 1200,
+                                          "lines": 3, "boundary_accuracy": {"5": 0.5}}}
     for name, data in (("dsd", {"KGS": 0.3}), ("collage", metrics),
                        ("peer", {"KGS": 0.2, "segmentation": "method"})):
         (results / "evaluate" / name).mkdir(parents=True)
@@ -192,7 +193,8 @@ def test_report_shows_an_imported_row_marked_when_its_segmentation_is_inferred(t
     assert "| dsd | collage (imported, dsd layout) † | 0.50 |" in text
     assert "| dsd | peer (imported, olhwg layout) |" in text
     assert "**inferred**, CTC forced alignment; F1_cursive, KGS of this row rest on it" in text
-    assert "point_accuracy 0.875" in text and "`peer` (olhwg layout): method" in text
+    assert "0.875 of 1,200 points in 3 lines" in text and "within 5 points: 0.500" in text
+    assert "`peer` (olhwg layout): method" in text
 
 
 def test_evaluate_copies_the_segmentation_source_into_metrics(tmp_path):

@@ -30,8 +30,11 @@ class _ShiftedContext(nn.Module):
         super().__init__()
         self.text, self.shift = text, shift
 
-    def forward(self, codepoints, char_mask):
-        identity, ctx = self.text(codepoints, char_mask)
+    def plan(self, codepoints, char_mask):
+        return self.text.plan(codepoints, char_mask)
+
+    def forward(self, codepoints, char_mask, plan=None):
+        identity, ctx = self.text(codepoints, char_mask, plan)
         return identity, ctx + self.shift
 
 

@@ -18,6 +18,8 @@ from cashg.core.config.model import ModelConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
+from cashg.model.packing import Packing
+from cashg.model.plan import ForwardPlan, WindowPlan
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
 
@@ -89,37 +91,44 @@ class CASHG(nn.Module):
         (:meth:`build_windows`) and the uncached sampler (which passes a two-character
         "sentence" [previous, current] per row, the current one with its points so far plus
         one never-read slot) both call it."""
-        b, s, t = points.shape[:3]
+        plan = WindowPlan.of(n_pts, char_mask, points.shape[2], window_mask, self.cfg.bi_swt)
+        return self.windows_of_plan(identity, points, plan)
+
+    def windows_of_plan(
+        self,
+        identity: torch.Tensor,  # (B, S, D) identity embeddings e~
+        points: torch.Tensor,  # (B, S, T, D) embedded trajectory points, left aligned
+        plan: WindowPlan,
+    ) -> Windows:
+        """The window tokens of :meth:`assemble_windows`, its indices given (:mod:`cashg.model.
+        plan`): every token gathered from the bank ``[identity; points; zero row]``."""
         d = identity.shape[-1]
-        dev = identity.device
-        bw, sw = (char_mask if window_mask is None else window_mask & char_mask).nonzero(
-            as_tuple=True)  # (W,)
-        s_prev = (sw - 1).clamp(min=0)
-        has_prev = (sw > 0) & self.cfg.bi_swt
-        n_prev = torch.where(has_prev, 1 + n_pts[bw, s_prev], 0)  # (W,)
-        lengths = n_prev + n_pts[bw, sw]  # (W,)
-        big_l = int(lengths.max())
-        j = torch.arange(big_l, device=dev)[None]  # (1, L)
-        in_prev = j < n_prev[:, None]  # (W, L)
-        token_char = torch.where(in_prev, s_prev[:, None], sw[:, None])
-        pt = torch.where(in_prev, j - 1, j - n_prev[:, None] - 1)  # -1 on identity tokens
-        valid = j < lengths[:, None]
-        flat_char = bw[:, None] * s + token_char  # (W, L)
-        n_id = b * s
-        idx = torch.where(pt < 0, flat_char, n_id + flat_char * t + pt.clamp(min=0))
-        idx = torch.where(valid, idx, n_id + n_id * t)  # padding -> the zero row
-        bank = torch.cat([identity.reshape(n_id, d), points.reshape(n_id * t, d),
+        bank = torch.cat([identity.reshape(-1, d), points.reshape(-1, d),
                           identity.new_zeros(1, d)])
-        tokens = bank[idx] + self.decoder.segment((~in_prev).long()) * valid[..., None]
+        tokens = bank[plan.bank_index] + self.decoder.segment(plan.current) * \
+            plan.valid[..., None]
         if self.cfg.identity_every_token:  # the identity of each trajectory token's character
-            own = identity.reshape(n_id, d)[flat_char]  # (W, L, D)
-            tokens = tokens + own * (valid & (pt >= 0))[..., None]
-        return Windows(bw, sw, tokens, j.expand(len(bw), -1), valid, token_char, n_prev)
+            own = identity.reshape(-1, d)[plan.own_char]  # (W, L, D)
+            tokens = tokens + own * plan.trajectory[..., None]
+        return Windows(plan.batch_index, plan.char_index, tokens, plan.positions, plan.valid,
+                       plan.token_char, plan.first_out)
+
+    def plan(self, batch: CharSequenceBatch, targets_only: bool = False,
+             reference: bool = False, windows: torch.Tensor | None = None) -> ForwardPlan:
+        """What :meth:`forward` derives from the batch's masks (:mod:`cashg.model.plan`), for
+        the same arguments: computed before a compiled step, so the step has no
+        data-dependent shapes and no host synchronisation."""
+        only = None if reference else (batch.target_mask if targets_only else windows)
+        win = WindowPlan.of(batch.point_mask.sum(-1), batch.char_mask, batch.pen.shape[-1],
+                            only, self.cfg.bi_swt)
+        return ForwardPlan(win, None if reference else Packing.of(win.valid),
+                           self.text.plan(batch.codepoints, batch.char_mask))
 
     def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
                 targets_only: bool = False, reference: bool = False,
                 windows: torch.Tensor | None = None,
-                groups: Sequence[int] | None = None) -> ModelOutput:
+                groups: Sequence[int] | None = None,
+                plan: ForwardPlan | None = None) -> ModelOutput:
         """Teacher-forced mixture parameters for every point of every valid character, the
         decoder run on the valid tokens only. ``targets_only``: only the characters of
         ``batch.target_mask`` get a window (the others, context only, get padding values and
@@ -127,21 +136,22 @@ class CASHG(nn.Module):
         chooses them per character instead. ``groups``: the sizes of the micro-batches a
         packed training step joined (:meth:`StyleEncoder.forward`). ``reference=True`` is the
         plain computation the fast one must equal (tests): a window for every valid character
-        and the decoder over the padded windows."""
+        and the decoder over the padded windows. ``plan``: :meth:`plan` of the same
+        arguments, computed beforehand (a compiled training step); the same values either way."""
         b, s, t = batch.pen.shape
+        if plan is None:
+            plan = self.plan(batch, targets_only, reference, windows)
         style = self.style(batch.style_images, groups)
-        identity, ctx = self.text(batch.codepoints, batch.char_mask)
-        only = batch.target_mask if targets_only else windows
-        only = None if reference else only
-        win = self.build_windows(identity, batch.deltas, batch.pen, batch.char_mask,
-                                 batch.point_mask, only)
+        identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
+        points = self.decoder.embed_chars(batch.deltas, batch.pen)  # (B, S, T, D)
+        win = self.windows_of_plan(identity, points, plan.windows)
         mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in
                   self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = ctx[win.batch_index[:, None], win.token_char]  # (W, L, D)
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,
                                               win.char_index)
         h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx, context,
-                               packed=not reference)
+                               packed=plan.packing is not None, packing=plan.packing)
         out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
             max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character
         h_out = torch.gather(h, 1, out_idx[..., None].expand(-1, -1, h.shape[-1]))

@@ -300,17 +300,20 @@ class BiSWTDecoder(nn.Module):
         m_ctx: torch.Tensor | None,  # (W, n, D) context memory of each token's character
         context: ContextKV | None = None,  # the context branch's memory (window_context)
         packed: bool = True,
+        packing: Packing | None = None,  # where the valid tokens sit, computed beforehand
     ):
         """(h (W, n, D), gate (W, n, D) or None) for whole windows (teacher forcing, and the
         uncached reference mode of sampling).
 
         With ``packed`` the blocks run on the valid tokens only
         (:meth:`DecoderBlock.forward_packed`; outputs on padding are zeros); ``packed=False``
-        is the plain padded computation, kept as the reference."""
+        is the plain padded computation, kept as the reference. ``packing`` (implies
+        ``packed``): :meth:`Packing.of` ``token_valid``, computed before (a compiled step)."""
         if self.context_blocks and context is None:
             raise ValueError("the context branch needs its memory (window_context)")
-        if packed:
-            return self._forward_packed(x, positions, token_valid, mem_kv, m_ctx, context)
+        if packed or packing is not None:
+            pack = Packing.of(token_valid) if packing is None else packing
+            return self._forward_packed(x, positions, pack, mem_kv, m_ctx, context)
         rot = self.rope.angles(positions)  # shared by all blocks
         for i, blk in enumerate(self.blocks):
             x = blk(x, rot, token_valid, mem_kv[i])
@@ -325,9 +328,9 @@ class BiSWTDecoder(nn.Module):
             h_ctx = self.ln_ctx(y)
         return self.fusion(h_sty, m_ctx, h_ctx)
 
-    def _forward_packed(self, x, positions, token_valid, mem_kv, m_ctx, context):
+    def _forward_packed(self, x, positions, pack: Packing, mem_kv, m_ctx, context):
         """:meth:`forward` without a cache, the padding skipped by every token-wise layer."""
-        pack = Packing.of(token_valid)
+        token_valid = pack.valid
         rot = self.rope.angles(positions)  # (cos, sin) (W, 1, L, dh/2), shared by all blocks
         xp = pack.pack(x)  # (N, D)
         for blk, kv in zip(self.blocks, mem_kv):

@@ -31,6 +31,13 @@ class MixtureParams:
     rho: torch.Tensor
     pen_logits: torch.Tensor
 
+    def rows(self, rows: torch.Tensor, lead: int) -> MixtureParams:
+        """The parameters at ``rows`` (N,) of the flattened ``lead`` leading dimensions: the
+        same values as :meth:`index` with the boolean mask those rows are the True entries
+        of, without a data-dependent shape (a compiled training step)."""
+        return MixtureParams(*(x.reshape(-1, *x.shape[lead:]).index_select(0, rows) for x in
+                               (self.log_pi, self.mu, self.sigma, self.rho, self.pen_logits)))
+
     def index(self, idx: object) -> MixtureParams:
         """The same parameters restricted to the leading-dimension index ``idx``."""
         return MixtureParams(

@@ -29,13 +29,18 @@ BUCKET_WINDOWS = 32
 class Bucket:
     """Windows ``windows`` (W_b,) padded to ``length`` tokens: ``slots`` (N_b,) is the index
     of each of their valid tokens in the flattened (W_b * length) layout, ``tokens`` (N_b,)
-    its index in the packed (N,) order."""
+    its index in the packed (N,) order, ``valid`` (W_b, length) bool. Sizes are read from
+    the tensors' shapes, never kept as Python integers, so a compiled step sees them as
+    shapes (symbolic under dynamic shapes) and is not specialised to each step's values."""
 
     windows: torch.Tensor
-    length: int
     slots: torch.Tensor
     tokens: torch.Tensor
     valid: torch.Tensor  # (W_b, length) bool
+
+    @property
+    def length(self) -> int:
+        return self.valid.shape[1]
 
 
 @dataclass(frozen=True)
@@ -43,15 +48,25 @@ class Packing:
     """Where the N valid tokens of W right-padded windows of L tokens sit.
 
     flat (N,) long: index of each valid token in the flattened (W * L) layout, in window
-    order; causal (L, L) bool: the causal mask of one window; window (N,) long: the window
-    of each valid token; buckets: the length buckets attention runs in."""
+    order; valid (W, L): the windows' valid tokens; causal (L, L) bool: the causal mask of
+    one window; window (N,) long: the window of each valid token; buckets: the length
+    buckets attention runs in. Computed from the mask alone (data-dependent sizes, host
+    synchronisations), so a training step computes it before its forward
+    (:mod:`cashg.model.plan`)."""
 
     flat: torch.Tensor
-    windows: int
-    length: int
+    valid: torch.Tensor  # (W, L) bool
     causal: torch.Tensor
     window: torch.Tensor
     buckets: tuple[Bucket, ...]
+
+    @property
+    def windows(self) -> int:
+        return self.valid.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.valid.shape[1]
 
     @staticmethod
     def of(valid: torch.Tensor, buckets: int | None = None) -> Packing:
@@ -71,13 +86,13 @@ class Packing:
                 continue
             size = max(int(lengths[rows].max()), 1)
             v = valid[rows, :size]  # (W_b, L_b)
-            out.append(Bucket(rows, size, v.reshape(-1).nonzero().squeeze(1),
+            out.append(Bucket(rows, v.reshape(-1).nonzero().squeeze(1),
                               position[rows, :size][v], v))
-        return Packing(flat, w, n, j[None, :] <= j[:, None], flat // n, tuple(out))
+        return Packing(flat, valid, j[None, :] <= j[:, None], flat // n, tuple(out))
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) valid rows of a padded (W, L, ...) tensor."""
-        return x.reshape(self.windows * self.length, *x.shape[2:]).index_select(0, self.flat)
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.flat)
 
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         """(W, L, ...) with the packed rows x (N, ...) in place and zeros on the padding."""
@@ -92,7 +107,7 @@ class Packing:
         out = None
         for b in self.buckets:
             rows = x.index_select(0, b.tokens)  # (N_b, C)
-            padded = rows.new_zeros(b.windows.numel() * b.length, rows.shape[-1])
+            padded = rows.new_zeros(b.valid.numel(), rows.shape[-1])
             padded = padded.index_copy(0, b.slots, rows).view(-1, b.length, rows.shape[-1])
             y = fn(b, padded)  # (W_b, L_b, D)
             y = y.reshape(-1, y.shape[-1]).index_select(0, b.slots)  # (N_b, D)

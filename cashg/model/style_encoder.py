@@ -150,7 +150,9 @@ class StyleEncoder(nn.Module):
                                dim=2)
         perms = torch.stack([torch.randperm(n, device=dev) if self.training else
                              torch.arange(n, device=dev) for _ in groups])  # (G, n)
-        per_sample = perms.repeat_interleave(torch.tensor(groups, device=dev), dim=0)  # (B, n)
+        group_of = torch.tensor([k for k, size in enumerate(groups) for _ in range(size)],
+                                device=dev)  # (B,) from the Python sizes: no sync
+        per_sample = perms[group_of]  # (B, n)
         idx = torch.cat([per_sample[:, :half], per_sample[:, -half:]], 1)  # (B, 2 half)
         picked = torch.gather(g, 2, idx[:, None, :, None].expand(b, r, 2 * half, d))
         return picked.reshape(b, r, 2, half, d).mean(3)

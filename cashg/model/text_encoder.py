@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -95,6 +96,21 @@ def _pad_to_multiple(ids: torch.Tensor, mask: torch.Tensor, multiple: int):
         ids = nn.functional.pad(ids, (0, extra), value=PAD_CODEPOINT)
         mask = nn.functional.pad(mask, (0, extra), value=False)
     return ids, mask
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """A frozen backbone's states of a batch, computed before the forward
+    (:mod:`cashg.model.plan`): ``unique`` (U,) the batch's code points, ``rows`` (K,) the
+    flat (B*S) position of each valid character, ``inverse`` (K,) its code point's index in
+    ``unique``, ``identity_states`` (U, Hb) each code point's states encoded alone,
+    ``char_states`` (B, S, Hb) each sentence's (None when the context path is off)."""
+
+    unique: torch.Tensor
+    rows: torch.Tensor
+    inverse: torch.Tensor
+    identity_states: torch.Tensor
+    char_states: torch.Tensor | None
 
 
 class CharacterContextEncoder(nn.Module):
@@ -180,23 +196,47 @@ class CharacterContextEncoder(nn.Module):
         )  # (U, 3)
         return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool)).mean(dim=1)
 
-    def identity(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+    def plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> TextPlan | None:
+        """The frozen backbone's states of a batch (:class:`TextPlan`), for a forward without
+        look-ups (:mod:`cashg.model.plan`); None for a trained backbone, whose states must be
+        computed inside the forward (they need gradients)."""
+        if not self.frozen:
+            return None
+        unique, rows, inverse = self._unique_codes(codepoints, char_mask)
+        states = self.identity_states(unique) if len(unique) else \
+            self.f_id[0].weight.new_zeros(0, self.backbone.config.hidden_size)
+        chars = self.char_states(codepoints, char_mask) if self.context_used else None
+        return TextPlan(unique, rows, inverse, states, chars)
+
+    @staticmethod
+    def _unique_codes(codepoints: torch.Tensor, char_mask: torch.Tensor):
+        """(unique (U,), rows (K,), inverse (K,)) of the valid characters (see TextPlan)."""
+        unique, inverse = torch.unique(codepoints[char_mask], return_inverse=True)
+        return unique, char_mask.reshape(-1).nonzero().squeeze(1), inverse
+
+    def identity(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                 plan: TextPlan | None = None) -> torch.Tensor:
         """Augmented identity embeddings (B, S, D); zeros where ``char_mask`` (B, S) is False.
 
         Each unique code point of the batch is encoded once, alone (a frozen backbone's
-        states are kept for the whole run, :mod:`cashg.model.frozen_cache`).
+        states are kept for the whole run, :mod:`cashg.model.frozen_cache`; ``plan`` holds
+        them already).
         """
         b, s = codepoints.shape
         d = self.P.out_features
-        out = codepoints.new_zeros((b, s, d), dtype=self.P.weight.dtype)
-        if not bool(char_mask.any()):
-            return out
-        unique, inverse = torch.unique(codepoints[char_mask], return_inverse=True)  # (U,)
-        e_id = self.f_id(self.identity_states(unique))  # (U, D)
+        out = codepoints.new_zeros((b * s, d), dtype=self.P.weight.dtype)
+        if plan is None:
+            if not bool(char_mask.any()):
+                return out.view(b, s, d)
+            unique, rows, inverse = self._unique_codes(codepoints, char_mask)  # (U,) (K,) (K,)
+            states = self.identity_states(unique)
+        else:
+            unique, rows, inverse, states = plan.unique, plan.rows, plan.inverse, \
+                plan.identity_states
+        e_id = self.f_id(states)  # (U, D)
         code = self.P(self.phi(unique % self.code_table_size))  # (U, D)
         e_tilde = e_id + self.alpha * code
-        out[char_mask] = e_tilde[inverse].to(out.dtype)
-        return out
+        return out.index_put((rows,), e_tilde[inverse].to(out.dtype)).view(b, s, d)
 
     def char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
         """(B, S, Hb) backbone states of each sentence's characters (``[CLS] text [SEP]``,
@@ -266,15 +306,22 @@ class CharacterContextEncoder(nn.Module):
         mask[torch.arange(b, device=ids.device), lengths + 1] = True
         return self._backbone(ids, mask)[:, 1:-1]
 
-    def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
-        """Context memory M_ctx (B, S, D), one vector per character of each sentence."""
-        h = self.W_h(self.char_states(codepoints, char_mask))
+    def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                states: torch.Tensor | None = None) -> torch.Tensor:
+        """Context memory M_ctx (B, S, D), one vector per character of each sentence;
+        ``states``: the backbone's (B, S, Hb) when already computed (:class:`TextPlan`)."""
+        if states is None:
+            states = self.char_states(codepoints, char_mask)
+        h = self.W_h(states)
         h = self.ctx_encoder(h, src_key_padding_mask=~char_mask)
         return self.f_ctx(h) * char_mask[..., None]
 
-    def forward(self, codepoints: torch.Tensor, char_mask: torch.Tensor):
-        """(identity (B, S, D), context memory (B, S, D); zeros when nothing reads it)."""
-        identity = self.identity(codepoints, char_mask)
+    def forward(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                plan: TextPlan | None = None):
+        """(identity (B, S, D), context memory (B, S, D); zeros when nothing reads it);
+        ``plan``: the batch's frozen states, computed beforehand (:meth:`plan`)."""
+        identity = self.identity(codepoints, char_mask, plan)
         if not self.context_used:
             return identity, torch.zeros_like(identity)
-        return identity, self.context(codepoints, char_mask)
+        return identity, self.context(codepoints, char_mask,
+                                      None if plan is None else plan.char_states)

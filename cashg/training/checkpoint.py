@@ -48,6 +48,7 @@ CKPT_RE = re.compile(r"^ckpt-(\d{8})\.pt$")
 RESUME_NEUTRAL = frozenset({
     "total_iters", "log_interval", "eval_interval", "eval_batches", "sample_lines",
     "sample_max_chars", "checkpoint_interval", "keep_last", "max_nonfinite_steps",
+    "compile", "compile_mode",  # the same computation, compiled or not
 })
 
 

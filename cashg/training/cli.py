@@ -31,6 +31,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cashg.training.trainer import Trainer
 
 EXIT_SIGTERM = 143
 EXIT_NONFINITE = 1
@@ -202,6 +206,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "world_size": trainer.dist.world, "threads": torch.get_num_threads(),
             "bf16": args.bf16, "best_val_total": result.best_val, "held_out": val_desc,
             "parameters": count_parameters(trainer.model), "final_metrics": result.last_metrics,
+            "compile": compile_summary(trainer),
         }
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True)
                                                 + "\n", encoding="utf-8")
@@ -222,3 +227,13 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
 
 def run(args: argparse.Namespace) -> int:
     return train_main(args.data, args.out, args.params, args.overrides, args.resume, args)
+
+
+def compile_summary(trainer: Trainer) -> dict | bool:
+    """train.compile in the run's summary: False, or the mode, the graphs compiled this
+    session, the seconds spent compiling and, where it fell back to eager, why."""
+    stats = getattr(trainer.step_fn, "stats", None)
+    if stats is None:
+        return False
+    return {"mode": trainer.cfg.compile_mode, "graphs": stats.graphs,
+            "compile_seconds": round(stats.compile_s, 1), "fell_back_to_eager": stats.failure}

@@ -16,20 +16,24 @@ hand-written loop at 1e-5).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from cashg.core.config.model import TrainConfig
 from cashg.losses import (
     boundary_mask,
-    grouped_sequence_loss,
+    flat_rows,
+    grouped_sequence_loss_at,
     grouped_style_loss,
-    grouped_vertical_drift_loss,
+    grouped_vertical_drift_loss_at,
     most_probable_mean,
     space_gap_points,
 )
 from cashg.model.batch import CharSequenceBatch, concat_batches
 from cashg.model.gmm_head import MixtureParams
+from cashg.model.plan import ForwardPlan
 
 
 def float_params(p: MixtureParams) -> MixtureParams:
@@ -37,43 +41,75 @@ def float_params(p: MixtureParams) -> MixtureParams:
                          p.pen_logits.float())
 
 
-def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
-                  cfg: TrainConfig, amp: contextlib.AbstractContextManager,
-                  vdl: dict[str, bool]) -> list[dict[str, torch.Tensor]]:
-    """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
-    micro-batch the keys of :func:`~cashg.training.trainer.stream_losses` (``mdn, pen, seq,
-    vdl, style, style_writer, style_glyph``; ``vdl`` only where ``vdl[stream]``, and 0 for the
-    char stream), each a 0-d tensor."""
-    batch = concat_batches([b for _, b in micro])
+@dataclass(frozen=True)
+class StepPlan:
+    """Every index set a packed step derives from its batch's masks, computed before the step
+    (host side: ``nonzero``, buckets, the frozen text look-up), so that :func:`step_losses`
+    has no data-dependent shape and compiles as one graph (:mod:`cashg.model.plan`).
+
+    forward: the model's plan; sample_group (B,): each sample's micro-batch; point_rows (N,):
+    the scored points (flat (B*S*T) positions), point_group (N,) their micro-batch, x_only
+    (N,) bool the points scored by the x marginal (None: option off); bound_rows (M,) /
+    bound_group (M,): the VDL boundaries (flat (B*(S-1)) positions) and their micro-batch
+    (None: no micro-batch has a VDL)."""
+
+    forward: ForwardPlan
+    sample_group: torch.Tensor
+    point_rows: torch.Tensor
+    point_group: torch.Tensor
+    x_only: torch.Tensor | None
+    bound_rows: torch.Tensor | None
+    bound_group: torch.Tensor | None
+
+
+def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int],
+              use_vdl: list[bool], cfg: TrainConfig) -> StepPlan:
+    """The :class:`StepPlan` of a packed batch of micro-batches of ``sizes`` samples."""
+    net = getattr(model, "module", model)  # DDP wraps the model
     dev = batch.pen.device
-    sizes = [int(b.writer_ids.shape[0]) for _, b in micro]
-    n = len(micro)
-    counts = torch.tensor(sizes, device=dev)
-    sample_group = torch.repeat_interleave(torch.arange(n, device=dev), counts)  # (B,)
-    use_vdl = [vdl[s] and s != "char" for s, _ in micro]
-    vdl_sample = torch.repeat_interleave(torch.tensor(use_vdl, device=dev), counts)  # (B,)
+    s, t = batch.pen.shape[1:]
+    group_of = [g for g, n in enumerate(sizes) for _ in range(n)]
+    sample_group = torch.tensor(group_of, device=dev)  # (B,)
+    vdl_sample = torch.tensor([use_vdl[g] for g in group_of], device=dev)  # (B,)
     # a window for every target character, and for context-only ones where the VDL reads
     # their predictions (stream_losses' targets_only, per micro-batch)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])
-    with amp:
-        out = model(batch, windows=windows, groups=sizes)
-    p = float_params(out.params)
     mask = batch.point_mask & batch.target_mask[..., None]
-    x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
-              else None)
-    seq = grouped_sequence_loss(p, batch.deltas, batch.pen, mask, sample_group, n,
-                                cfg.lambda_pen, cfg.pen_class_weights, x_only)
-    drift = None
+    rows = flat_rows(mask)  # (N,)
+    x_only = (space_gap_points(batch.codepoints, t)[mask] if cfg.space_gap_x_only else None)
+    bound_rows = bound_group = None
     if any(use_vdl):
         bounds = (boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
                   & batch.target_mask[:, 1:] & vdl_sample[:, None])
-        drift = grouped_vertical_drift_loss(most_probable_mean(p), batch.deltas,
-                                            batch.point_mask, bounds, sample_group, n)
-    sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
-                             batch.writer_ids, sample_group, n, batch.glyph_labels,
-                             cfg.supcon_temperature)
+        bound_rows = flat_rows(bounds)
+        bound_group = sample_group[bound_rows // (s - 1)]
+    return StepPlan(net.plan(batch, windows=windows), sample_group, rows,
+                    sample_group[rows // (s * t)], x_only, bound_rows, bound_group)
+
+
+def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
+                sizes: tuple[int, ...], use_vdl: tuple[bool, ...],
+                streams: tuple[str, ...], cfg: TrainConfig) -> list[dict[str, torch.Tensor]]:
+    """The losses of a packed step given its plan: tensor arithmetic with the shapes of its
+    inputs only, the part ``train.compile`` compiles (one graph, no host synchronisation).
+    The forward runs under the caller's autocast, the losses in float32 outside it."""
+    n = len(sizes)
+    out = model(batch, groups=list(sizes), plan=plan.forward)
+    with torch.autocast(batch.pen.device.type, enabled=False):
+        p = float_params(out.params)
+        seq = grouped_sequence_loss_at(p, batch.deltas, batch.pen, plan.point_rows,
+                                       plan.point_group, n, cfg.lambda_pen,
+                                       cfg.pen_class_weights, plan.x_only)
+        drift = None
+        if plan.bound_rows is not None:
+            drift = grouped_vertical_drift_loss_at(most_probable_mean(p), batch.deltas,
+                                                   batch.point_mask, plan.bound_rows,
+                                                   plan.bound_group, n)
+        sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
+                                 batch.writer_ids, plan.sample_group, n, batch.glyph_labels,
+                                 cfg.supcon_temperature)
     result = []
-    for g, (stream, _) in enumerate(micro):
+    for g, stream in enumerate(streams):
         res = {k: seq[k][g] for k in ("mdn", "pen", "seq")}
         if use_vdl[g]:
             res["vdl"] = drift[g]
@@ -83,3 +119,24 @@ def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBat
                    style_glyph=sty["glyph"][g])
         result.append(res)
     return result
+
+
+StepFn = Callable[..., list[dict[str, torch.Tensor]]]
+
+
+def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
+                  cfg: TrainConfig, amp: contextlib.AbstractContextManager,
+                  vdl: dict[str, bool], step: StepFn = step_losses
+                  ) -> list[dict[str, torch.Tensor]]:
+    """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
+    micro-batch the keys of :func:`~cashg.training.trainer.stream_losses` (``mdn, pen, seq,
+    vdl, style, style_writer, style_glyph``; ``vdl`` only where ``vdl[stream]``, and 0 for the
+    char stream), each a 0-d tensor. ``step``: :func:`step_losses` or its compiled form
+    (:mod:`cashg.training.compiled`)."""
+    batch = concat_batches([b for _, b in micro])
+    sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
+    streams = tuple(s for s, _ in micro)
+    use_vdl = tuple(vdl[s] and s != "char" for s in streams)
+    with amp:
+        plan = plan_step(model, batch, list(sizes), list(use_vdl), cfg)
+        return step(model, batch, plan, sizes, use_vdl, streams, cfg)

@@ -64,6 +64,7 @@ from cashg.model.batch import CharSequenceBatch
 from cashg.model.cashg_model import CASHG
 from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
+from cashg.training.compiled import make_step
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
 from cashg.training.flat_params import (
     FlatBuffers,
@@ -203,6 +204,7 @@ class Trainer:
                                      fused=True)  # one kernel per step, CPU and CUDA alike
         self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
                     else contextlib.nullcontext())
+        self.step_fn = make_step(cfg.compile, cfg.compile_mode)  # train.compile
         torch.manual_seed(cfg.seed * 1000 + 17 + self.dist.rank)  # per-rank dropout stream
         self.iteration = 0
         self.best_val = math.inf
@@ -317,7 +319,7 @@ class Trainer:
         net = self.ddp if self.ddp is not None else self.model
         # every micro-batch in one forward (cashg.training.packed), one backward of the sum
         per_micro = packed_losses(net, micro, cfg, self.amp,
-                                  {s: lam[s][1] > 0 for s in active})
+                                  {s: lam[s][1] > 0 for s in active}, self.step_fn)
         total = 0.0
         for (s, _), losses in zip(micro, per_micro):
             n_s = len(batches[s])

@@ -201,6 +201,11 @@ class TrainConfig:
     # rescale the point embedding and mixture head to the data's offset scale before training
     # (cashg/training/init.py; an initialisation the paper leaves open; False = torch defaults)
     data_init: bool = False
+    # run the packed step (forward and losses) through torch.compile (cashg/training/compiled.py;
+    # the same losses and gradients, one graph without breaks); compile_mode: torch.compile's
+    # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs")
+    compile: bool = False
+    compile_mode: str = "default"
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
     eval_interval: int = 5_000
@@ -213,6 +218,13 @@ class TrainConfig:
 
     # keys of earlier versions -> where they live now (cashg.core.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"style_refs": "model.style_refs"}
+    compile_modes: ClassVar[tuple[str, ...]] = ("default", "reduce-overhead", "max-autotune",
+                                                "max-autotune-no-cudagraphs")
+
+    def __post_init__(self) -> None:
+        if self.compile_mode not in self.compile_modes:
+            raise ValueError(f"train.compile_mode must be one of {', '.join(self.compile_modes)}"
+                             f", got {self.compile_mode!r}")
 
 
 def _opt(default, help: str):

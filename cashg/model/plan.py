@@ -1,0 +1,86 @@
+"""What a teacher-forced forward derives from the batch's masks alone, computed before it.
+
+Which characters get a Bi-SWT window, where each window's tokens come from, where the valid
+tokens sit and in which length bucket attention runs them (:class:`~cashg.model.packing.
+Packing`), and the frozen text backbone's states: all are index tensors of data-dependent
+size (``nonzero``, ``unique``, ``int(max)``, a Python dictionary look-up), each a host
+synchronisation and, under ``torch.compile``, a graph break. A :class:`ForwardPlan` holds
+them, so the forward given a plan is tensor arithmetic whose sizes are its inputs' shapes:
+``torch.compile`` traces a whole training step as one graph (``scripts/explain_compile.py``).
+
+The plan is a pure function of the batch (and, for the text states, of the frozen backbone):
+the forward computes exactly the same values with or without one (same indices, same order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cashg.model.packing import Packing
+from cashg.model.text_encoder import TextPlan
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The Bi-SWT windows (paper Sec. 3.2) of a batch, as indices: W windows of L tokens.
+
+    batch_index, char_index (W,): the sample and the current character s of each window;
+    first_out (W,): index of the token e~_s (predicts the first point); bank_index (W, L):
+    each token's row in the bank ``[identity (B*S); points (B*S*T); zero row]``;
+    current (W, L) long: segment id (1 current character, 0 predecessor); valid (W, L);
+    trajectory (W, L) bool: valid trajectory tokens (not identity tokens); token_char (W, L):
+    each token's character position; own_char (W, L): each token's character as a row of the
+    (B*S) identity table; positions (W, L)."""
+
+    batch_index: torch.Tensor
+    char_index: torch.Tensor
+    first_out: torch.Tensor
+    bank_index: torch.Tensor
+    current: torch.Tensor
+    valid: torch.Tensor
+    trajectory: torch.Tensor
+    token_char: torch.Tensor
+    own_char: torch.Tensor
+    positions: torch.Tensor
+
+    @staticmethod
+    def of(n_pts: torch.Tensor, char_mask: torch.Tensor, n_points: int,
+           window_mask: torch.Tensor | None = None, bi_swt: bool = True) -> WindowPlan:
+        """The windows of every character of ``window_mask & char_mask`` (B, S) (default
+        ``char_mask``): ``[e~_{s-1}, y_{s-1,1:n}, e~_s, y_{s,1:n-1}]``, only ``[e~_s, ...]``
+        for ``s = 0`` or without ``bi_swt``; n_pts (B, S) long: points of each character,
+        ``n_points`` the batch's T."""
+        b, s = char_mask.shape
+        t = n_points
+        dev = char_mask.device
+        bw, sw = (char_mask if window_mask is None else window_mask & char_mask).nonzero(
+            as_tuple=True)  # (W,)
+        s_prev = (sw - 1).clamp(min=0)
+        has_prev = (sw > 0) & bi_swt
+        n_prev = torch.where(has_prev, 1 + n_pts[bw, s_prev], 0)  # (W,)
+        lengths = n_prev + n_pts[bw, sw]  # (W,)
+        big_l = int(lengths.max()) if len(bw) else 1
+        j = torch.arange(big_l, device=dev)[None]  # (1, L)
+        in_prev = j < n_prev[:, None]  # (W, L)
+        token_char = torch.where(in_prev, s_prev[:, None], sw[:, None])
+        pt = torch.where(in_prev, j - 1, j - n_prev[:, None] - 1)  # -1 on identity tokens
+        valid = j < lengths[:, None]
+        flat_char = bw[:, None] * s + token_char  # (W, L)
+        n_id = b * s
+        idx = torch.where(pt < 0, flat_char, n_id + flat_char * t + pt.clamp(min=0))
+        idx = torch.where(valid, idx, n_id + n_id * t)  # padding -> the zero row
+        return WindowPlan(bw, sw, n_prev, idx, (~in_prev).long(), valid, valid & (pt >= 0),
+                          token_char, flat_char, j.expand(len(bw), -1))
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """Everything :meth:`cashg.model.cashg_model.CASHG.forward` derives from the batch's masks:
+    its windows, their packing (None: the padded reference computation) and the text
+    encoder's frozen states (None: computed in the forward; a trained backbone)."""
+
+    windows: WindowPlan
+    packing: Packing | None
+    text: TextPlan | None
