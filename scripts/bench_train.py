@@ -157,7 +157,7 @@ def main() -> None:
                   f"backend, warm-up steps {', '.join(f'{w:.1f}' for w in warm)} s"
                   + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
     # reference step: same seed, same batches -> identical fp32 losses
-    ref = dataclasses.replace(cfg)
+    ref = dataclasses.replace(cfg, compile=False)  # the eager step's determinism
     t_ref = cfg.stage3_start if "3" in args.stages else 0
     runs = []
     for _ in range(2):
