@@ -154,25 +154,6 @@ def sequence_loss(
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 
 
-def grouped_sequence_loss(
-    p: MixtureParams,
-    deltas: torch.Tensor,  # (B, S, T, 2)
-    pen: torch.Tensor,  # (B, S, T)
-    mask: torch.Tensor,  # (B, S, T)
-    sample_group: torch.Tensor,  # (B,) long: the micro-batch of each sample
-    n_groups: int,
-    lambda_pen: float = LAMBDA_PEN,
-    class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
-    x_only: torch.Tensor | None = None,
-) -> dict[str, torch.Tensor]:
-    """:func:`sequence_loss` of each group of samples at once: ``{"mdn", "pen", "seq"}``,
-    each (G,), every group's mean over its own valid steps."""
-    rows = flat_rows(mask)  # (N,)
-    group = sample_group[rows // mask[0].numel()]  # (N,)
-    return grouped_sequence_loss_at(p, deltas, pen, rows, group, n_groups, lambda_pen,
-                                    class_weights, None if x_only is None else x_only[mask])
-
-
 def grouped_sequence_loss_at(
     p: MixtureParams,
     deltas: torch.Tensor,  # (B, S, T, 2)
@@ -184,7 +165,9 @@ def grouped_sequence_loss_at(
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
     x_only: torch.Tensor | None = None,  # (N,) bool, see gmm_nll
 ) -> dict[str, torch.Tensor]:
-    """:func:`grouped_sequence_loss` with its index sets given (a compiled step)."""
+    """:func:`sequence_loss` of each group of samples at once, at the valid steps ``rows``
+    (its index sets computed before the step: a compiled step takes no boolean mask):
+    ``{"mdn", "pen", "seq"}``, each (G,), every group's mean over its own valid steps."""
     mdn = group_mean(point_nll_at(p, deltas, rows, x_only), group, n_groups)
     pl = group_mean(pen_point_nll_at(p.pen_logits, pen, rows, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
@@ -261,24 +244,6 @@ def vertical_drift_loss(
     return vdl_from_offsets(off_p, off_g, weights)
 
 
-def grouped_vertical_drift_loss(
-    pred_deltas: torch.Tensor,  # (B, S, T, 2)
-    gt_deltas: torch.Tensor,  # (B, S, T, 2)
-    point_mask: torch.Tensor,  # (B, S, T)
-    boundaries: torch.Tensor,  # (B, S-1)
-    sample_group: torch.Tensor,  # (B,) long
-    n_groups: int,
-    weights: tuple[float, float, float] = VDL_WEIGHTS,
-    band: float = VDL_BAND,
-) -> torch.Tensor:
-    """(G,) :func:`vertical_drift_loss` of each group of samples (0 for a group without
-    boundaries)."""
-    rows = flat_rows(boundaries)  # (M,)
-    return grouped_vertical_drift_loss_at(pred_deltas, gt_deltas, point_mask, rows,
-                                          sample_group[rows // boundaries.shape[1]], n_groups,
-                                          weights, band)
-
-
 def grouped_vertical_drift_loss_at(
     pred_deltas: torch.Tensor,  # (B, S, T, 2)
     gt_deltas: torch.Tensor,  # (B, S, T, 2)
@@ -289,7 +254,8 @@ def grouped_vertical_drift_loss_at(
     weights: tuple[float, float, float] = VDL_WEIGHTS,
     band: float = VDL_BAND,
 ) -> torch.Tensor:
-    """:func:`grouped_vertical_drift_loss` with its index sets given (a compiled step)."""
+    """(G,) :func:`vertical_drift_loss` of each group of samples at the boundaries ``rows``
+    (0 for a group without boundaries)."""
     off_p, off_g = _boundary_offsets_at(pred_deltas, gt_deltas, point_mask, rows, band)
     return group_mean(vdl_terms(off_p, off_g, weights), group, n_groups)
 

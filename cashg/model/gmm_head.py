@@ -32,17 +32,11 @@ class MixtureParams:
     pen_logits: torch.Tensor
 
     def rows(self, rows: torch.Tensor, lead: int) -> MixtureParams:
-        """The parameters at ``rows`` (N,) of the flattened ``lead`` leading dimensions: the
-        same values as :meth:`index` with the boolean mask those rows are the True entries
-        of, without a data-dependent shape (a compiled training step)."""
+        """The parameters at ``rows`` (N,) of the flattened ``lead`` leading dimensions: what
+        indexing with the boolean mask whose True entries those rows are would select
+        (:func:`cashg.losses.flat_rows`), without a data-dependent shape (a compiled step)."""
         return MixtureParams(*(x.reshape(-1, *x.shape[lead:]).index_select(0, rows) for x in
                                (self.log_pi, self.mu, self.sigma, self.rho, self.pen_logits)))
-
-    def index(self, idx: object) -> MixtureParams:
-        """The same parameters restricted to the leading-dimension index ``idx``."""
-        return MixtureParams(
-            self.log_pi[idx], self.mu[idx], self.sigma[idx], self.rho[idx], self.pen_logits[idx]
-        )
 
 
 def mixture_from_raw(raw: torch.Tensor, n_mixtures: int, sigma_eps: float) -> MixtureParams:

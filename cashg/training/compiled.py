@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -38,7 +38,6 @@ class CompileStats:
     graphs: int = 0
     compile_s: float = 0.0
     failure: str | None = None
-    graph_ops: list[int] = field(default_factory=list)
 
 
 class CompiledStep:
@@ -62,7 +61,6 @@ class CompiledStep:
         """Inductor (with this mode's options) or the named backend, timed and counted."""
         start = time.perf_counter()
         self.stats.graphs += 1
-        self.stats.graph_ops.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"))
         if self.backend != "inductor":
             compiled = torch._dynamo.lookup_backend(self.backend)(gm, example_inputs)
         else:
