@@ -113,14 +113,20 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--tf32", action="store_true",
+                    help="float32 matrix products on TF32 tensor cores (CUDA; 10-bit mantissa)")
     ap.add_argument("--stages", default="1,2,3")
     ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
     ap.add_argument("--compile-mode", default="default", choices=TrainConfig.compile_modes)
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed iterations per stage (default 1; 3 with --compile)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the reference-step check (two more trainers: device time)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
     model_cfg, cfg = load_profile(args.profile)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True, compile_mode=args.compile_mode)
@@ -131,7 +137,7 @@ def main() -> None:
     from cashg.model.cashg_model import count_parameters
 
     print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
-          f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}, "
+          f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}, tf32={args.tf32}, "
           f"compile={args.compile_mode if args.compile else False}")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
     for stage in (int(s) for s in args.stages.split(",")):
@@ -147,6 +153,9 @@ def main() -> None:
             if trainer.device.type == "cuda":
                 torch.cuda.synchronize()
             (times if k >= warmup else warm).append(time.perf_counter() - a)
+            if k < warmup and args.compile:  # compiling takes minutes: say where it stands
+                print(f"  stage {stage} warm-up step {k + 1}/{warmup}: {warm[-1]:.1f} s",
+                      flush=True)
         med = statistics.median(times)
         print(f"stage {stage}: micro-batches {plan.micro_batches} sizes {plan.batch_sizes}: "
               f"median {med:.3f} s/it = {1 / med:.2f} it/s over {len(times)} iterations "
@@ -156,6 +165,8 @@ def main() -> None:
             print(f"  compiled: {stats.graphs} graphs so far, {stats.compile_s:.0f} s in the "
                   f"backend, warm-up steps {', '.join(f'{w:.1f}' for w in warm)} s"
                   + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
+    if args.no_reference:
+        return
     # reference step: same seed, same batches -> identical fp32 losses
     ref = dataclasses.replace(cfg, compile=False)  # the eager step's determinism
     t_ref = cfg.stage3_start if "3" in args.stages else 0

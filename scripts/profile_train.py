@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,12 +35,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=15)
     ap.add_argument("--sort", default=None, help="profiler sort key (default: self time)")
     ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (as train.bf16 on CUDA)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model_cfg, cfg = load_profile(args.profile)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True)
     trainer = make_trainer(model_cfg, cfg, args.device)
+    if args.bf16:
+        trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
@@ -49,13 +54,21 @@ def main() -> None:
             trainer.train_step(t0 + k, iteration_batches(t0 + k, cfg, model_cfg, 0))
         t1 = t0 + warmup
         batches = [iteration_batches(t1 + k, cfg, model_cfg, 0) for k in range(args.iters)]
+        start = time.perf_counter()
         with profile(activities=acts) as prof:
             for k, b in enumerate(batches):
                 trainer.train_step(t1 + k, b)
             if args.device == "cuda":
                 torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / args.iters
         events = prof.key_averages()
         calls = sum(e.count for e in events if e.key.startswith("aten::"))
+        if args.device == "cuda":  # how much of a step the GPU is busy: launch- or math-bound
+            gpu = [e for e in events if e.device_type == DeviceType.CUDA]  # kernels, copies
+            busy = sum(e.self_device_time_total for e in gpu) / 1e6 / args.iters
+            print(f"## stage {stage}: {wall:.3f} s per profiled iteration, GPU busy "
+                  f"{busy:.3f} s of it ({busy / wall:.0%}), "
+                  f"{sum(e.count for e in gpu) / args.iters:.0f} kernels per iteration")
         print(f"## stage {stage} ({args.profile} profile, {trainer.device}, "
               f"{torch.get_num_threads()} threads{', compiled' if args.compile else ''}): "
               f"{calls / args.iters:.0f} aten calls per iteration")

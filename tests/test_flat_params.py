@@ -65,7 +65,7 @@ def test_optimizer_state_round_trips_through_the_per_parameter_layout():
         for o, m in ((opt_ref, ref), (opt, net)):
             _loss(m, k).backward()
             o.step()
-    per = per_parameter_state(opt.state_dict(), flat.layouts)
+    per = per_parameter_state(opt.state_dict(), flat.placement)
     want = opt_ref.state_dict()
     assert sorted(per["state"]) == sorted(want["state"])
     for i, s in want["state"].items():
@@ -74,13 +74,13 @@ def test_optimizer_state_round_trips_through_the_per_parameter_layout():
             torch.testing.assert_close(per["state"][i][key], s[key], rtol=1e-5, atol=1e-7)
     # a checkpoint of the per-parameter optimizer (e.g. written before flat parameters) loads
     opt2 = _adamw([flat.flat])
-    opt2.load_state_dict(flat_state(want, flat.layouts))
+    opt2.load_state_dict(flat_state(want, flat.placement))
     torch.testing.assert_close(opt2.state_dict()["state"][0]["exp_avg"],
                                opt.state_dict()["state"][0]["exp_avg"], rtol=1e-5, atol=1e-7)
     # states that cannot be merged are refused with a reason
     broken = {"state": {0: want["state"][0]}, "param_groups": want["param_groups"]}
     with pytest.raises(ValueError, match="1 of 6 parameters"):
-        flat_state(broken, flat.layouts)
+        flat_state(broken, flat.placement)
 
 
 def test_clip_uses_the_global_norm_and_watch_names_unreached_parameters():
@@ -136,9 +136,9 @@ def test_channels_last_weights_keep_their_layout_and_state():
         o.step()
     assert net.weight.grad.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(net.weight, ref.weight, rtol=1e-5, atol=1e-6)
-    per = per_parameter_state(opt.state_dict(), flat.layouts)
+    per = per_parameter_state(opt.state_dict(), flat.placement)
     torch.testing.assert_close(per["state"][0]["exp_avg"], opt_ref.state[ref.weight]["exp_avg"])
-    back = flat_state(opt_ref.state_dict(), flat.layouts)
+    back = flat_state(opt_ref.state_dict(), flat.placement)
     torch.testing.assert_close(back["state"][0]["exp_avg_sq"],
                                opt.state_dict()["state"][0]["exp_avg_sq"])
 

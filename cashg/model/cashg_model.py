@@ -18,7 +18,7 @@ from cashg.core.config.model import ModelConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
-from cashg.model.packing import Packing
+from cashg.model.packing import Packing, take_rows
 from cashg.model.plan import ForwardPlan, WindowPlan
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
@@ -105,10 +105,10 @@ class CASHG(nn.Module):
         d = identity.shape[-1]
         bank = torch.cat([identity.reshape(-1, d), points.reshape(-1, d),
                           identity.new_zeros(1, d)])
-        tokens = bank[plan.bank_index] + self.decoder.segment(plan.current) * \
+        tokens = take_rows(bank, plan.bank_index) + self.decoder.segment(plan.current) * \
             plan.valid[..., None]
         if self.cfg.identity_every_token:  # the identity of each trajectory token's character
-            own = identity.reshape(-1, d)[plan.own_char]  # (W, L, D)
+            own = take_rows(identity.reshape(-1, d), plan.own_char)  # (W, L, D)
             tokens = tokens + own * plan.trajectory[..., None]
         return Windows(plan.batch_index, plan.char_index, tokens, plan.positions, plan.valid,
                        plan.token_char, plan.first_out)
@@ -145,9 +145,10 @@ class CASHG(nn.Module):
         identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
         points = self.decoder.embed_chars(batch.deltas, batch.pen)  # (B, S, T, D)
         win = self.windows_of_plan(identity, points, plan.windows)
-        mem_kv = [(k[win.batch_index], v[win.batch_index]) for k, v in
+        mem_kv = [(take_rows(k, win.batch_index), take_rows(v, win.batch_index)) for k, v in
                   self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
-        m_ctx = ctx[win.batch_index[:, None], win.token_char]  # (W, L, D)
+        m_ctx = take_rows(ctx.flatten(0, 1), win.batch_index[:, None] * ctx.shape[1]
+                          + win.token_char)  # (W, L, D)
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,
                                               win.char_index)
         h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx, context,

@@ -38,7 +38,7 @@ from torch import nn
 from cashg.core.config.model import ModelConfig
 from cashg.model import decoder_step
 from cashg.model.decoder_step import KVCache, Restart, StepMemory, StepWeights
-from cashg.model.packing import Bucket, Packing
+from cashg.model.packing import Bucket, Packing, take_rows
 from cashg.model.rope import RotaryEmbedding
 
 N_PEN = 4
@@ -175,13 +175,14 @@ class DecoderBlock(nn.Module):
             w, n = q.shape[:2]
             q = q.view(w, n, ca.h, ca.dh).transpose(1, 2)
             mask = None if cross_mask is None else cross_mask[b.windows]
-            y = F.scaled_dot_product_attention(q, kv[0][b.windows], kv[1][b.windows],
+            y = F.scaled_dot_product_attention(q, take_rows(kv[0], b.windows),
+                                               take_rows(kv[1], b.windows),
                                                attn_mask=mask, dropout_p=drop_ca)
             return y.transpose(1, 2).reshape(w, n, d)
 
         x = x + self.drop(sa.out(pack.per_bucket(sa.qkv(self.ln1(x)), self_attention)))
         if ca.single_key:  # every token of a window gets its one value
-            x = x + self.drop(ca.single_value(kv)[pack.window])
+            x = x + self.drop(take_rows(ca.single_value(kv), pack.window))
         else:
             x = x + self.drop(ca.out(pack.per_bucket(ca.q(self.ln2(x)), cross_attention)))
         return x + self.drop(self.ffn(self.ln3(x)))
@@ -211,6 +212,9 @@ class GatedContextFusion(nn.Module):
         """(fused (..., D), gate (..., D) in (0, 1))."""
         g = torch.sigmoid(self.f_gate(torch.cat([h_sty, m_ctx], dim=-1)))
         target = m_ctx if h_ctx is None else h_ctx
+        if not h_sty.dtype == target.dtype == g.dtype:  # bf16 autocast: norms give float32
+            dtype = torch.promote_types(torch.promote_types(h_sty.dtype, target.dtype), g.dtype)
+            h_sty, target, g = h_sty.to(dtype), target.to(dtype), g.to(dtype)
         return torch.lerp(h_sty, target, g), g  # (1 - g) h_sty + g target
 
 
@@ -281,9 +285,11 @@ class BiSWTDecoder(nn.Module):
         if not self.context_blocks:
             return None
         if self.context_memory == "character":
-            return self.context_kv(ctx[batch_index, char_index][:, None])  # (W, 1, D)
+            rows = batch_index * ctx.shape[1] + char_index
+            return self.context_kv(take_rows(ctx.flatten(0, 1), rows)[:, None])  # (W, 1, D)
         sent = self.context_kv(ctx, char_mask)  # per sentence, then per window
-        return ContextKV([(k[batch_index], v[batch_index]) for k, v in sent.kv],
+        return ContextKV([(take_rows(k, batch_index), take_rows(v, batch_index))
+                          for k, v in sent.kv],
                          sent.mask[batch_index])
 
     def new_cache(self, windows: int, capacity: int, like: torch.Tensor) -> KVCache:

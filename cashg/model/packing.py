@@ -25,6 +25,20 @@ ATTENTION_BUCKETS = 3
 BUCKET_WINDOWS = 32
 
 
+def take_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[index]`` along dim 0 for an integer ``index`` of any shape: (*index.shape, ...).
+
+    As ``index_select``, whose backward adds the rows back with ``index_add_``; the backward of
+    ``x[index]`` is a sort-based ``index_put_`` that serialises repeated rows, and the step's
+    gathers repeat rows heavily (a character's tokens in every window that reads it, a
+    sample's style memory in each of its windows): on an H200, two such backwards of the paper
+    model's token bank took 19 ms each, the largest kernels of a bf16 step (2026-11-26).
+    On the CPU both add in index order, to the same bits."""
+    if index.dim() == 1:
+        return x.index_select(0, index)
+    return x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
+
+
 @dataclass(frozen=True)
 class Bucket:
     """Windows ``windows`` (W_b,) padded to ``length`` tokens: ``slots`` (N_b,) is the index

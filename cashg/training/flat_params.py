@@ -17,6 +17,12 @@ the first step of every curriculum stage and raises if a trainable parameter was
 (a module a configuration leaves unused is frozen by the model instead, e.g. the context
 encoder without the gated fusion).
 
+On CUDA every slice starts on a 256-byte boundary (:func:`alignment`): cuBLAS and cuDNN read
+their operands with vector loads that fault on a misaligned pointer ("CUDA error: misaligned
+address" in the style CNN's first convolution, seen on an H200), and the caching allocator
+gives every ordinary tensor that alignment. On the CPU the slices stay packed end to end, as
+before, so the gradient norm's chunks, and with them the trained model, are unchanged.
+
 Checkpoints keep torch.optim's per-parameter layout (:func:`per_parameter_state`), so a
 checkpoint written with flat parameters and one written before them read the same way
 (:func:`flat_state` converts back on resume).
@@ -31,6 +37,13 @@ import torch
 from torch import nn
 
 NORM_CHUNK = 4096  # elements per float32 partial norm of the gradient (clip_grad_norm)
+CUDA_ALIGN_BYTES = 256  # where each slice starts on CUDA: the caching allocator's alignment
+
+
+def alignment(device: torch.device | str) -> int:
+    """Bytes each slice of a flat tensor on ``device`` starts at a multiple of (module
+    docstring): 256 on CUDA, 1 (packed, the layout the CPU results were made with) elsewhere."""
+    return CUDA_ALIGN_BYTES if torch.device(device).type == "cuda" else 1
 
 
 @dataclass(frozen=True)
@@ -67,25 +80,56 @@ class Layout:
         return flat.as_strided(self.shape, self.strides)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where each tensor lives in a flat one: its layout, its slice (starting at a multiple of
+    the alignment), and the flat length ``size`` (slices and the zero padding between them)."""
+
+    layouts: tuple[Layout, ...]
+    slices: tuple[slice, ...]
+    size: int
+
+    @staticmethod
+    def of(layouts: Sequence[Layout], align: int = 1) -> Placement:
+        """``align``: elements each slice starts at a multiple of."""
+        slices, offset = [], 0
+        for lay in layouts:
+            offset = -(-offset // align) * align
+            n = int(torch.Size(lay.shape).numel())
+            slices.append(slice(offset, offset + n))
+            offset += n
+        return Placement(tuple(layouts), tuple(slices), offset)
+
+    def gather(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(size,) the tensors (one per layout) in their slices, zeros between them."""
+        if all(a.stop == b.start for a, b in zip(self.slices, self.slices[1:])):
+            return torch.cat([lay.flatten(t) for lay, t in zip(self.layouts, tensors)])
+        out = tensors[0].new_zeros(self.size)
+        for lay, part, t in zip(self.layouts, self.slices, tensors):
+            out[part] = lay.flatten(t)
+        return out
+
+
 class FlatParameters:
     """Parameters ``params`` rebound as views of ``flat`` (P,), their gradients as views of
-    ``flat.grad`` (P,). Call after the model has reached its device and dtype (``.to`` would
-    allocate new tensors and break the views)."""
+    ``flat.grad`` (P,), each slice starting at a multiple of ``align_bytes`` (default: the
+    :func:`alignment` of the parameters' device). Call after the model has reached its device
+    and dtype (``.to`` would allocate new tensors and break the views)."""
 
-    def __init__(self, params: Sequence[nn.Parameter]):
+    def __init__(self, params: Sequence[nn.Parameter], align_bytes: int | None = None):
         if not params:
             raise ValueError("FlatParameters: no parameters")
         kinds = {(p.dtype, p.device) for p in params}
         if len(kinds) != 1:
             raise ValueError(f"FlatParameters: parameters of several dtypes/devices {kinds}")
         self.params = list(params)
-        self.sizes = [p.numel() for p in self.params]
+        align_bytes = alignment(self.params[0].device) if align_bytes is None else align_bytes
         # each parameter keeps its memory layout (the style CNN's weights are channels-last:
         # as plain contiguous views its convolutions and pooling ran 1.5-7x slower)
-        self.layouts = [Layout.of(p) for p in self.params]
+        self.placement = Placement.of([Layout.of(p) for p in self.params],
+                                      _elements(align_bytes, self.params[0]))
         with torch.no_grad():
-            flat = torch.cat([lay.flatten(p.detach()) for lay, p in
-                              zip(self.layouts, self.params)])  # (P,)
+            flat = self.placement.gather([p.detach() for p in self.params])  # (P,)
         self.flat = nn.Parameter(flat)
         self.flat.grad = torch.zeros_like(flat)
         self._bind()
@@ -93,11 +137,9 @@ class FlatParameters:
     def _bind(self) -> None:
         """Point every parameter and its ``.grad`` at its slice of the flat tensors."""
         data, grad = self.flat.detach(), self.flat.grad
-        offset = 0
-        for p, n, lay in zip(self.params, self.sizes, self.layouts):
-            p.data = lay.view(data[offset:offset + n])
-            p.grad = lay.view(grad[offset:offset + n])
-            offset += n
+        for p, lay, part in zip(self.params, self.placement.layouts, self.placement.slices):
+            p.data = lay.view(data[part])
+            p.grad = lay.view(grad[part])
         self._grad_ptrs = [p.grad.data_ptr() for p in self.params]  # where each .grad must be
 
     def zero_grad(self) -> None:
@@ -159,21 +201,22 @@ class GradientWatch:
 
 class FlatBuffers:
     """Floating and integer buffers (BatchNorm statistics) as views of one tensor per dtype, so
-    a step's snapshot and restore of them are one copy each."""
+    a step's snapshot and restore of them are one copy each; slices aligned as
+    :class:`FlatParameters`' are."""
 
-    def __init__(self, buffers: Sequence[torch.Tensor]):
+    def __init__(self, buffers: Sequence[torch.Tensor], align_bytes: int | None = None):
         self.groups: dict[tuple, tuple[torch.Tensor, list[torch.Tensor]]] = {}
         by_kind: dict[tuple, list[torch.Tensor]] = {}
         for b in buffers:
             by_kind.setdefault((b.dtype, b.device), []).append(b)
-        for kind, bufs in by_kind.items():
-            flat = torch.cat([b.detach().reshape(-1) for b in bufs])
-            offset = 0
-            for b in bufs:
-                n = b.numel()
-                b.data = flat[offset:offset + n].view_as(b)
-                offset += n
-            self.groups[kind] = (flat, bufs)
+        for (dtype, device), bufs in by_kind.items():
+            align = alignment(device) if align_bytes is None else align_bytes
+            placement = Placement.of([Layout(tuple(b.shape), tuple(b.contiguous().stride()))
+                                      for b in bufs], _elements(align, bufs[0]))
+            flat = placement.gather([b.detach() for b in bufs])
+            for b, part in zip(bufs, placement.slices):
+                b.data = flat[part].view_as(b)
+            self.groups[(dtype, device)] = (flat, bufs)
 
     def snapshot(self) -> list[torch.Tensor]:
         return [flat.clone() for flat, _ in self.groups.values()]
@@ -184,25 +227,28 @@ class FlatBuffers:
                 flat.copy_(s)
 
 
-def per_parameter_state(state: dict, layouts: Sequence[Layout]) -> dict:
+def per_parameter_state(state: dict, placement: Placement) -> dict:
     """torch.optim (Adam/AdamW) state dict of an optimizer over the one flat parameter -> the
-    state dict the same optimizer over the separate parameters (``layouts``) would have: every
-    entry but ``step`` (shared) is per element."""
+    state dict the same optimizer over the separate parameters (``placement``) would have:
+    every entry but ``step`` (shared) is per element; the alignment padding is left out, so a
+    checkpoint reads the same on every device."""
+    layouts = placement.layouts
     flat = state["state"].get(0)
     out: dict = {}
     if flat is not None:
-        for i, (lay, part) in enumerate(zip(layouts, _slices(layouts))):
+        for i, (lay, part) in enumerate(zip(layouts, placement.slices)):
             out[i] = {k: _copy(v) if k in SHARED_STATE else lay.view(v[part]).clone()
                       for k, v in flat.items()}
     groups = [dict(g, params=list(range(len(layouts)))) for g in state["param_groups"]]
     return {"state": out, "param_groups": groups}
 
 
-def flat_state(state: dict, layouts: Sequence[Layout]) -> dict:
+def flat_state(state: dict, placement: Placement) -> dict:
     """The inverse of :func:`per_parameter_state`: a per-parameter state dict (a flat-parameter
     checkpoint, or one written before flat parameters) -> the state of the optimizer over the
     flat parameter. Raises ValueError when the parameters' states cannot be merged (some
     without state, or different step counts)."""
+    layouts = placement.layouts
     per = state["state"]
     groups = [dict(g, params=[0]) for g in state["param_groups"]]
     if not per:
@@ -218,20 +264,16 @@ def flat_state(state: dict, layouts: Sequence[Layout]) -> dict:
                 raise ValueError(f"optimizer state {k!r} differs between parameters: {values}")
             merged[k] = _copy(v)
         else:
-            merged[k] = torch.cat([lay.flatten(per[i][k]) for i, lay in enumerate(layouts)])
+            merged[k] = placement.gather([per[i][k] for i in range(len(layouts))])
     return {"state": {0: merged}, "param_groups": groups}
 
 
 SHARED_STATE = frozenset({"step"})  # Adam/AdamW: one step count per parameter, all equal here
 
 
-def _slices(layouts: Sequence[Layout]) -> list[slice]:
-    out, offset = [], 0
-    for lay in layouts:
-        n = int(torch.Size(lay.shape).numel())
-        out.append(slice(offset, offset + n))
-        offset += n
-    return out
+def _elements(align_bytes: int, like: torch.Tensor) -> int:
+    """``align_bytes`` in elements of ``like``'s dtype (at least 1)."""
+    return max(1, align_bytes // like.element_size())
 
 
 def _copy(v: object) -> object:

@@ -236,7 +236,7 @@ class Trainer:
                                      f"{self.hash}")
         self.model.load_state_dict(payload["state_dict"])
         try:
-            self.opt.load_state_dict(flat_state(extra["optimizer"], self.flat.layouts))
+            self.opt.load_state_dict(flat_state(extra["optimizer"], self.flat.placement))
         except ValueError as exc:
             raise ck.CheckpointError(f"{latest}: optimizer state: {exc}") from exc
         self.iteration = int(extra["iteration"])
@@ -272,7 +272,7 @@ class Trainer:
         return {
             "kind": ck.KIND, "config_hash": self.hash, "params": self.params,
             "char_inventory": self.char_inventory, "iteration": self.iteration,
-            "optimizer": per_parameter_state(self.opt.state_dict(), self.flat.layouts),
+            "optimizer": per_parameter_state(self.opt.state_dict(), self.flat.placement),
             "scheduler": {"kind": "pure-function-of-iteration", "iteration": self.iteration,
                           "lr": learning_rate(max(self.iteration - 1, 0), self.cfg)},
             "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
