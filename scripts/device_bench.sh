@@ -8,6 +8,12 @@
 #
 # Runs under the machine's own python3 and torch (its CUDA build), with this checkout first on
 # PYTHONPATH. Prints a summary table last; every piece's whole log goes to OUTDIR/bench.log.
+#
+# Side by side with an older commit in the same call (timings are only comparable on the same
+# warm machine): export it into an ignored folder, carry that folder, name it in BEFORE:
+#   echo /.prev/ >> .git/info/exclude; mkdir -p .prev; git archive COMMIT | tar -x -C .prev
+#   device run: BEFORE=.prev bash scripts/device_bench.sh        (carry: [".prev"])
+# BEFORE's own scripts/bench_train.py then times its eager demo and paper bf16 steps.
 set -u
 out=${OUT:-${1:-results/device_bench}}
 mkdir -p "$out"
@@ -47,6 +53,12 @@ piece demo-eager 60 $b --profile demo --device $dev --iters 20 --no-reference
 if [ "$last_rc" != 0 ]; then  # say which kernel fails: launches synchronous
     CUDA_LAUNCH_BLOCKING=1 piece demo-eager-blocking 60 $b --profile demo --device $dev \
         --stages 1 --iters 2 --no-reference
+fi
+if [ -n "${BEFORE:-}" ]; then  # the older commit, right after: the same machine, warm
+    PYTHONPATH=$PWD/$BEFORE piece before-demo-eager 60 "$BEFORE/$b" --profile demo \
+        --device $dev --iters 20 --no-reference
+    PYTHONPATH=$PWD/$BEFORE piece before-paper-eager-bf16 60 "$BEFORE/$b" --profile paper \
+        --device $dev --stages 3 --iters 8 --bf16 --no-reference
 fi
 piece paper-eager-fp32 60 $b --profile paper --device $dev --stages 3 --iters 8 --no-reference
 piece paper-eager-bf16 60 $b --profile paper --device $dev --stages 3 --iters 8 --bf16 --no-reference
