@@ -18,28 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch._dynamo as dynamo
+from tiny_training import CFG, trainer_for
 
 from cashg.core.config.model import TrainConfig
 from cashg.model.batch import concat_batches
-from cashg.model.presets import TINY
-from cashg.training.cli import open_data
 from cashg.training.compiled import CompiledStep
 from cashg.training.packed import plan_step, step_losses
-from cashg.training.trainer import RunOptions, Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CFG = TrainConfig(
-    total_iters=20, stage2_start=2, stage3_start=4, lr=1e-3, warmup_iters=1,
-    stage_warmup_iters=1, grad_clip=1e9, batch_char=3, batch_bigram=3, batch_sentence=2,
-    sentence_accum=2, vdl_sentence_warmup_start=4, vdl_sentence_warmup_end=6,
-    sentence_max_chars=12, val_writers=1, space_gap_x_only=True,
-)
-
-
-def trainer_for(subsets: Path, tmp: Path, cfg: TrainConfig) -> Trainer:
-    train, _, _, _ = open_data(subsets, cfg, cache=True)
-    return Trainer(TINY, cfg, train, tmp, RunOptions(device="cpu", track=False, progress=False))
 
 
 @pytest.mark.parametrize("t", [0, 5], ids=["stage1", "stage3"])

@@ -18,33 +18,27 @@ to be caught:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from tiny_training import CFG as TINY_CFG
+from tiny_training import trainer_for as tiny_trainer
 
-from cashg.core.config.model import TrainConfig
 from cashg.model.packing import take_rows
-from cashg.model.presets import TINY
 from cashg.training import flat_params
-from cashg.training.cli import open_data
-from cashg.training.trainer import RunOptions, Trainer
+from cashg.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CFG = TrainConfig(
-    total_iters=20, stage2_start=2, stage3_start=4, lr=1e-3, warmup_iters=1,
-    stage_warmup_iters=1, grad_clip=1.0, batch_char=3, batch_bigram=3, batch_sentence=2,
-    sentence_accum=2, vdl_sentence_warmup_start=4, vdl_sentence_warmup_end=6,
-    sentence_max_chars=12, val_writers=1, space_gap_x_only=True,
-)
+CFG = dataclasses.replace(TINY_CFG, grad_clip=1.0)  # the clip runs over the flat gradient
 STAGE3 = 5  # char, bigram and two sentence micro-batches, the sentence VDL warming up
 
 
-def trainer_for(subsets: Path, tmp: Path, cfg: TrainConfig = CFG) -> Trainer:
-    train, _, _, _ = open_data(subsets, cfg, cache=True)
-    return Trainer(TINY, cfg, train, tmp, RunOptions(device="cpu", track=False, progress=False))
+def trainer_for(subsets: Path, tmp: Path) -> Trainer:
+    return tiny_trainer(subsets, tmp, CFG)
 
 
 def losses(logged: dict) -> dict:
