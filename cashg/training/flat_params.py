@@ -19,7 +19,7 @@ encoder without the gated fusion).
 
 On CUDA every slice starts on a 256-byte boundary (:func:`alignment`): cuBLAS and cuDNN read
 their operands with vector loads that fault on a misaligned pointer ("CUDA error: misaligned
-address" in the style CNN's first convolution, seen on an H200), and the caching allocator
+address" in a convolution of the style CNN, seen on an H200), and the caching allocator
 gives every ordinary tensor that alignment. On the CPU the slices stay packed end to end, as
 before, so the gradient norm's chunks, and with them the trained model, are unchanged.
 
@@ -112,22 +112,21 @@ class Placement:
 
 class FlatParameters:
     """Parameters ``params`` rebound as views of ``flat`` (P,), their gradients as views of
-    ``flat.grad`` (P,), each slice starting at a multiple of ``align_bytes`` (default: the
-    :func:`alignment` of the parameters' device). Call after the model has reached its device
+    ``flat.grad`` (P,), each slice starting at a multiple of the :func:`alignment` of the
+    parameters' device. Call after the model has reached its device
     and dtype (``.to`` would allocate new tensors and break the views)."""
 
-    def __init__(self, params: Sequence[nn.Parameter], align_bytes: int | None = None):
+    def __init__(self, params: Sequence[nn.Parameter]):
         if not params:
             raise ValueError("FlatParameters: no parameters")
         kinds = {(p.dtype, p.device) for p in params}
         if len(kinds) != 1:
             raise ValueError(f"FlatParameters: parameters of several dtypes/devices {kinds}")
         self.params = list(params)
-        align_bytes = alignment(self.params[0].device) if align_bytes is None else align_bytes
         # each parameter keeps its memory layout (the style CNN's weights are channels-last:
         # as plain contiguous views its convolutions and pooling ran 1.5-7x slower)
         self.placement = Placement.of([Layout.of(p) for p in self.params],
-                                      _elements(align_bytes, self.params[0]))
+                                      _elements(alignment(params[0].device), params[0]))
         with torch.no_grad():
             flat = self.placement.gather([p.detach() for p in self.params])  # (P,)
         self.flat = nn.Parameter(flat)
@@ -204,15 +203,14 @@ class FlatBuffers:
     a step's snapshot and restore of them are one copy each; slices aligned as
     :class:`FlatParameters`' are."""
 
-    def __init__(self, buffers: Sequence[torch.Tensor], align_bytes: int | None = None):
+    def __init__(self, buffers: Sequence[torch.Tensor]):
         self.groups: dict[tuple, tuple[torch.Tensor, list[torch.Tensor]]] = {}
         by_kind: dict[tuple, list[torch.Tensor]] = {}
         for b in buffers:
             by_kind.setdefault((b.dtype, b.device), []).append(b)
         for (dtype, device), bufs in by_kind.items():
-            align = alignment(device) if align_bytes is None else align_bytes
-            placement = Placement.of([Layout(tuple(b.shape), tuple(b.contiguous().stride()))
-                                      for b in bufs], _elements(align, bufs[0]))
+            placement = Placement.of([Layout.of(b) for b in bufs],
+                                     _elements(alignment(device), bufs[0]))
             flat = placement.gather([b.detach() for b in bufs])
             for b, part in zip(bufs, placement.slices):
                 b.data = flat[part].view_as(b)
