@@ -2,16 +2,22 @@
 
     python scripts/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
         [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total] [--compile]
+        [--phases]
 
 Uses the synthetic batches of ``scripts/bench_train.py`` (one untimed warm-up step per stage),
 prints per stage the number of aten operator calls per iteration and the top rows of the
 profiler's operator table. ``--compile``: the step through ``torch.compile`` (``train.compile``),
-three untimed warm-up steps per stage (compiling, then recompiling with dynamic shapes). ``docs/performance.md`` quotes its output.
+three untimed warm-up steps per stage (compiling, then recompiling with dynamic shapes).
+``--phases``: also where the aten calls are made: the forward of each of the model's parts,
+the rest of the forward and the losses, the backward, the clip and the optimizer (each aten
+call counted once, nested calls included, as in the total). ``docs/performance.md`` quotes
+its output.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import sys
 import time
@@ -19,10 +25,51 @@ from pathlib import Path
 
 import torch
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
+
+PHASE = "phase:"
+
+
+def _scoped(name: str, fn):
+    def run(*args, **kwargs):
+        with record_function(PHASE + name):
+            return fn(*args, **kwargs)
+    return run
+
+
+def mark_phases(trainer) -> None:
+    """Profiler scopes around the phases of ``trainer.train_step`` (instance attributes and
+    the forward of the model's parts; ``Tensor.backward`` for the backward)."""
+    import cashg.training.trainer as trainer_module
+
+    trainer_module.packed_losses = _scoped("forward + losses", trainer_module.packed_losses)
+    torch.Tensor.backward = _scoped("backward", torch.Tensor.backward)
+    trainer.opt.step = _scoped("optimizer", trainer.opt.step)
+    trainer.flat.clip_grad_norm = _scoped("clip", trainer.flat.clip_grad_norm)
+    for name, part in trainer.model.named_children():
+        part.forward = _scoped(f"forward + losses / {name}", part.forward)
+
+
+def phase_table(events, iters: int) -> str:
+    """aten calls per iteration in each innermost phase scope, most first, with each phase's
+    commonest calls."""
+    calls: collections.Counter = collections.Counter()
+    names: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for e in events:
+        if not e.name.startswith("aten::"):
+            continue
+        parent = e.cpu_parent
+        while parent is not None and not parent.name.startswith(PHASE):
+            parent = parent.cpu_parent
+        phase = parent.name[len(PHASE):] if parent is not None else "(outside the phases)"
+        calls[phase] += 1
+        names[phase][e.name[len("aten::"):]] += 1
+    return "\n".join(f"{n / iters:7.0f}  {phase}: " + ", ".join(
+        f"{k} {v / iters:.0f}" for k, v in names[phase].most_common(5))
+        for phase, n in calls.most_common())
 
 
 def main() -> None:
@@ -36,6 +83,8 @@ def main() -> None:
     ap.add_argument("--sort", default=None, help="profiler sort key (default: self time)")
     ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (as train.bf16 on CUDA)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also the aten calls of each phase of the step")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model_cfg, cfg = load_profile(args.profile)
@@ -44,6 +93,8 @@ def main() -> None:
     trainer = make_trainer(model_cfg, cfg, args.device)
     if args.bf16:
         trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
+    if args.phases:
+        mark_phases(trainer)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
     starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
@@ -72,6 +123,9 @@ def main() -> None:
         print(f"## stage {stage} ({args.profile} profile, {trainer.device}, "
               f"{torch.get_num_threads()} threads{', compiled' if args.compile else ''}): "
               f"{calls / args.iters:.0f} aten calls per iteration")
+        if args.phases:  # aten calls per iteration in each phase (commonest calls after it)
+            print(f"## stage {stage}: aten calls per iteration in each phase")
+            print(phase_table(prof.events(), args.iters))
         print(events.table(sort_by=sort, row_limit=args.rows, max_name_column_width=40))
 
 

@@ -1,13 +1,17 @@
-"""What running the style trunk once per step (instead of once per micro-batch) would be worth.
+"""What running the style trunk once per step (instead of once per micro-batch) is worth.
 
-    python scripts/style_trunk_share.py [--steps 8] [--rounds 2]
+    python scripts/style_trunk_share.py [--stages 2,3] [--steps 8] [--rounds 2] [--device cpu]
 
-A packed training step runs the style CNN once per micro-batch (six times in a demo stage-3
-step) so that each keeps its own BatchNorm statistics. This prints, for the demo profile's
-stage 3 on one CPU thread, the aten calls of one step and the median seconds per step of the
-step as it is and of the same step with ``StyleEncoder.forward`` patched to ignore the groups
-(one trunk call, batch-wide BatchNorm statistics: not the model's computation, an upper
-bound of what a grouped BatchNorm in one call could save). Rounds alternate the two.
+A packed training step runs the style CNN once per micro-batch (twice in a demo stage-2
+step, six times in stage 3) so that each keeps its own BatchNorm statistics. This prints,
+per stage, on one CPU thread (or ``--device cuda``), the aten calls of one step and the median seconds per step of
+three variants of ``StyleEncoder.trunk``, each in its own process, rounds alternating them:
+
+- ``per-group``: the model as it is;
+- ``grouped``: one trunk call whose BatchNorms keep per-group statistics
+  (``scripts/grouped_norm.py``: the same computation up to float rounding);
+- ``shared``: one trunk call with batch-wide statistics (not the model's computation: the
+  upper bound of what any one-call trunk could save).
 """
 
 from __future__ import annotations
@@ -22,23 +26,28 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def measure(one_call: bool, steps: int) -> tuple[int, float]:
+VARIANTS = ("per-group", "grouped", "shared")
+
+
+def measure(variant: str, stage: int, steps: int, device: str) -> tuple[int, float]:
     """(aten calls of one step, median s/step over ``steps`` steps after a warm-up)."""
     sys.path.insert(0, str(HERE))
     import torch
     from bench_train import iteration_batches, load_profile, make_trainer
+    from grouped_norm import one_call_trunk
     from torch.profiler import ProfilerActivity, profile
 
-    from cashg.model import style_encoder
+    from cashg.model.style_encoder import StyleEncoder
 
     torch.set_num_threads(1)
-    if one_call:
-        grouped = style_encoder.StyleEncoder.forward
-        style_encoder.StyleEncoder.forward = \
-            lambda self, images, groups=None: grouped(self, images, None)
+    if variant == "grouped":
+        StyleEncoder.trunk = one_call_trunk
+    elif variant == "shared":
+        StyleEncoder.trunk = lambda self, images, sizes: self.cnn(images)
     model_cfg, cfg = load_profile("demo")
-    trainer = make_trainer(model_cfg, cfg, "cpu")
-    t0 = cfg.stage3_start
+    trainer = make_trainer(model_cfg, cfg, device)
+    sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
+    t0 = {2: cfg.stage2_start, 3: cfg.stage3_start}[stage]
     trainer.train_step(t0, iteration_batches(t0, cfg, model_cfg, 0))
     batches = iteration_batches(t0 + 1, cfg, model_cfg, 0)  # built outside the profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -47,28 +56,37 @@ def measure(one_call: bool, steps: int) -> tuple[int, float]:
     times = []
     for k in range(2, steps + 2):
         batches = iteration_batches(t0 + k, cfg, model_cfg, 0)
+        sync()
         start = time.perf_counter()
         trainer.train_step(t0 + k, batches)
+        sync()
         times.append(time.perf_counter() - start)
     return calls, statistics.median(times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stages", default="2,3")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--variant", choices=("per-group", "one-call"), help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.variant:  # one measurement in its own process (the patch must not leak)
-        calls, sec = measure(args.variant == "one-call", args.steps)
-        print(f"{args.variant}: {calls} aten calls per step, median {sec:.3f} s/step")
+        stage = int(args.stages)
+        calls, sec = measure(args.variant, stage, args.steps, args.device)
+        print(f"stage {stage} {args.variant}: {calls} aten calls per step, "
+              f"median {sec:.3f} s/step")
         return
     for r in range(args.rounds):
-        for variant in ("per-group", "one-call"):
-            out = subprocess.run([sys.executable, __file__, "--variant", variant,
-                                  "--steps", str(args.steps)], capture_output=True, text=True,
-                                 check=True).stdout.strip().splitlines()[-1]
-            print(f"round {r + 1}: {out}", flush=True)
+        for stage in args.stages.split(","):
+            for variant in VARIANTS:
+                out = subprocess.run([sys.executable, __file__, "--variant", variant,
+                                      "--stages", stage, "--steps", str(args.steps),
+                                      "--device", args.device],
+                                     capture_output=True, text=True, check=True
+                                     ).stdout.strip().splitlines()[-1]
+                print(f"round {r + 1}: {out}", flush=True)
 
 
 if __name__ == "__main__":

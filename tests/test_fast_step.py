@@ -103,6 +103,46 @@ def test_attention_in_length_buckets_equals_reference(stream, monkeypatch):
         assert float((fast_g[name] - g).norm()) / max(float(g.norm()), floor) < 2e-5, name
 
 
+def test_per_bucket_lays_out_and_gathers_back_exactly():
+    """Packing.per_bucket gives fn each bucket's tokens padded with zeros and puts its outputs
+    back in packed order: bit for bit, values and gradient, what scattering each bucket into
+    zeros and back by plain indexing gives (pure copies), and up to float rounding what one
+    padded layout of all windows gives."""
+    from cashg.model.packing import Packing
+
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 7, (9,), generator=g)  # right-padded windows, as the model's
+    valid = torch.arange(6)[None, :] < lengths[:, None]  # (9, 6)
+    pack = Packing.of(valid, buckets=3)
+    assert len(pack.buckets) == 3
+    weight = torch.randn(4, 5, generator=g)
+    x = torch.randn(int(valid.sum()), 4, generator=g, requires_grad=True)
+
+    def fn(bucket, padded):  # (W_b, L_b, 4) -> (W_b, L_b, 5), row-wise
+        assert bucket is None or not padded[~bucket.valid].any()  # zeros on the padding
+        return torch.tanh(padded @ weight) * padded.sum(-1, keepdim=True)
+
+    def by_indexing(x):
+        out = x.new_zeros(x.shape[0], 5)
+        for b in pack.buckets:
+            tokens = b.gather[b.slots]  # packed index of each valid token of the bucket
+            padded = x.new_zeros(b.valid.numel(), 4)
+            padded[b.slots] = x[tokens]
+            out[tokens] = fn(b, padded.view(-1, b.length, 4)).reshape(-1, 5)[b.slots]
+        return out
+
+    dy = torch.randn(x.shape[0], 5, generator=g)
+    results = []
+    for f in (lambda x: pack.per_bucket(x, fn), by_indexing,
+              lambda x: pack.pack(fn(None, pack.unpack(x)))):
+        out = f(x)
+        results.append((out, *torch.autograd.grad(out, x, dy)))
+    (out, grad), (ref, ref_grad), (one, one_grad) = results
+    assert torch.equal(out, ref) and torch.equal(grad, ref_grad)
+    torch.testing.assert_close(out, one)
+    torch.testing.assert_close(grad, one_grad)
+
+
 def test_fast_step_skips_padding_and_context_windows():
     """The saving is real: fewer decoder tokens than the reference on a bigram batch."""
     model = CASHG(TINY)

@@ -41,15 +41,16 @@ def take_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Bucket:
-    """Windows ``windows`` (W_b,) padded to ``length`` tokens: ``slots`` (N_b,) is the index
-    of each of their valid tokens in the flattened (W_b * length) layout, ``tokens`` (N_b,)
-    its index in the packed (N,) order, ``valid`` (W_b, length) bool. Sizes are read from
-    the tensors' shapes, never kept as Python integers, so a compiled step sees them as
-    shapes (symbolic under dynamic shapes) and is not specialised to each step's values."""
+    """Windows ``windows`` (W_b,) padded to ``length`` tokens: ``gather`` (W_b * length,) is,
+    for each slot of the flattened (W_b * length) layout, the packed (N,) index of its token,
+    or N (a zero row) on the padding; ``slots`` (N_b,) the slots of the valid tokens, in
+    bucket order; ``valid`` (W_b, length) bool. Sizes are read from the tensors' shapes, never
+    kept as Python integers, so a compiled step sees them as shapes (symbolic under dynamic
+    shapes) and is not specialised to each step's values."""
 
     windows: torch.Tensor
+    gather: torch.Tensor
     slots: torch.Tensor
-    tokens: torch.Tensor
     valid: torch.Tensor  # (W_b, length) bool
 
     @property
@@ -64,7 +65,8 @@ class Packing:
     flat (N,) long: index of each valid token in the flattened (W * L) layout, in window
     order; valid (W, L): the windows' valid tokens; causal (L, L) bool: the causal mask of
     one window; window (N,) long: the window of each valid token; buckets: the length
-    buckets attention runs in. Computed from the mask alone (data-dependent sizes, host
+    buckets attention runs in; unsort (N,) long: where each packed token is in the buckets'
+    valid tokens one after the other. Computed from the mask alone (data-dependent sizes, host
     synchronisations), so a training step computes it before its forward
     (:mod:`cashg.model.plan`)."""
 
@@ -73,6 +75,7 @@ class Packing:
     causal: torch.Tensor
     window: torch.Tensor
     buckets: tuple[Bucket, ...]
+    unsort: torch.Tensor
 
     @property
     def windows(self) -> int:
@@ -92,17 +95,22 @@ class Packing:
         j = torch.arange(n, device=valid.device)
         flat = valid.reshape(-1).nonzero().squeeze(1)
         position = (valid.reshape(-1).cumsum(0) - 1).view(w, n)  # packed index of a valid token
+        padded = torch.where(valid, position, flat.shape[0])  # padding -> the zero row N
         lengths = valid.sum(1)
         order = torch.argsort(lengths, stable=True)
-        out = []
+        out, tokens = [], []
         for rows in order.tensor_split(max(1, min(buckets, w))):
             if rows.numel() == 0:
                 continue
             size = max(int(lengths[rows].max()), 1)
             v = valid[rows, :size]  # (W_b, L_b)
-            out.append(Bucket(rows, v.reshape(-1).nonzero().squeeze(1),
-                              position[rows, :size][v], v))
-        return Packing(flat, valid, j[None, :] <= j[:, None], flat // n, tuple(out))
+            out.append(Bucket(rows, padded[rows, :size].reshape(-1),
+                              v.reshape(-1).nonzero().squeeze(1), v))
+            tokens.append(position[rows, :size][v])  # (N_b,) packed index of each valid token
+        order_of_tokens = torch.cat(tokens) if tokens else flat
+        unsort = torch.empty_like(order_of_tokens)
+        unsort[order_of_tokens] = torch.arange(order_of_tokens.shape[0], device=valid.device)
+        return Packing(flat, valid, j[None, :] <= j[:, None], flat // n, tuple(out), unsort)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) valid rows of a padded (W, L, ...) tensor."""
@@ -117,15 +125,12 @@ class Packing:
                    fn: Callable[[Bucket, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """Run ``fn(bucket, x_b)`` on each bucket's tokens laid out as (W_b, L_b, C) (zeros on
         the padding) and return its (W_b, L_b, D) outputs at the valid tokens, in packed order
-        (N, D): the attentions of a packed decoder block (:mod:`cashg.model.decoder`)."""
-        out = None
+        (N, D): the attentions of a packed decoder block (:mod:`cashg.model.decoder`).
+        Two gathers per bucket and one for the result: the values are copies, so the result
+        is the same bits however the buckets are laid out."""
+        rows = torch.cat([x, x.new_zeros(1, x.shape[-1])])  # (N + 1, C): row N is the padding
+        outs = []
         for b in self.buckets:
-            rows = x.index_select(0, b.tokens)  # (N_b, C)
-            padded = rows.new_zeros(b.valid.numel(), rows.shape[-1])
-            padded = padded.index_copy(0, b.slots, rows).view(-1, b.length, rows.shape[-1])
-            y = fn(b, padded)  # (W_b, L_b, D)
-            y = y.reshape(-1, y.shape[-1]).index_select(0, b.slots)  # (N_b, D)
-            if out is None:
-                out = y.new_zeros(x.shape[0], y.shape[-1])
-            out.index_copy_(0, b.tokens, y)
-        return out
+            y = fn(b, take_rows(rows, b.gather).view(-1, b.length, x.shape[-1]))  # (W_b, L_b, D)
+            outs.append(take_rows(y.reshape(-1, y.shape[-1]), b.slots))  # (N_b, D)
+        return take_rows(outs[0] if len(outs) == 1 else torch.cat(outs), self.unsort)

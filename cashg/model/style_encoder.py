@@ -122,8 +122,7 @@ class StyleEncoder(nn.Module):
             raise ValueError(f"style groups {groups} do not add up to the batch of {b}")
         n, d = self.n_tokens, self.pos.shape[1]
         flat = images.reshape(b * r, 1, h, w)
-        feats = torch.cat([self.cnn(x) for x in flat.split([g * r for g in groups])]) \
-            if len(groups) > 1 else self.cnn(flat)  # (B*R, C, s, s)
+        feats = self.trunk(flat, [g * r for g in groups])  # (B*R, C, s, s)
         tokens = self.proj(feats.flatten(2).transpose(1, 2)) + self.pos  # (B*R, n, D)
         tokens = self.base(tokens.reshape(b, r * n, d))  # (B, R*n, D)
         writer_memory = self.writer_head(tokens)  # (B, R*n, D)
@@ -134,6 +133,14 @@ class StyleEncoder(nn.Module):
         glyph_embed = F.normalize(self.glyph_proj(self._glyph_views(glyph_memory, groups)),
                                   dim=-1)  # (B, R, 2, P)
         return StyleOutput(writer_memory, glyph_memory, writer_embed, glyph_embed)
+
+    def trunk(self, images: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+        """The CNN over images (N, 1, H, W) in consecutive groups of ``sizes`` images, one call
+        per group so that each gets its own BatchNorm statistics -> (N, C, s, s).
+        (``scripts/style_trunk_share.py`` measures a one-call alternative.)"""
+        if len(sizes) == 1:
+            return self.cnn(images)
+        return torch.cat([self.cnn(x) for x in images.split(sizes)])
 
     def _glyph_views(self, glyph_memory: torch.Tensor, groups: list[int]) -> torch.Tensor:
         """(B, R, 2, D): two views per reference, the means of two disjoint halves of its
