@@ -2,7 +2,8 @@
 # The GPU figures of issue 26 item 5 in one call of a lent machine (the device tool), in order
 # of what matters most, each piece under its own time limit so a slow compile cannot eat the
 # rest: eager demo stages 1-3, eager paper stage 3 (fp32, bf16, TF32), CUDA profiles of the
-# eager steps (how busy the GPU is), then the compiled step (COMPILE=0 leaves it out).
+# eager steps (how busy the GPU is), the one-call style trunk (scripts/style_trunk_share.py),
+# then the compiled step (COMPILE=0 leaves it out).
 #
 #   bash scripts/device_bench.sh [OUTDIR]      # $OUT on the device machine, else OUTDIR
 #
@@ -66,7 +67,9 @@ piece paper-eager-tf32 60 $b --profile paper --device $dev --stages 3 --iters 8 
 piece paper-profile-bf16 70 scripts/profile_train.py --profile paper --device $dev --stages 3 \
     --iters 2 --rows 12 --bf16
 piece demo-profile 50 scripts/profile_train.py --profile demo --device $dev --stages 3 \
-    --iters 3 --rows 8
+    --iters 3 --rows 8 --phases
+# the style trunk once per step with grouped BatchNorm (slower on a CPU core; fewer calls)
+piece demo-trunk-share 100 scripts/style_trunk_share.py --device $dev --stages 3 --rounds 1
 if [ "${COMPILE:-1}" = 1 ]; then  # the compiled step: inductor needs minutes per graph here
     piece paper-compiled-bf16 300 $b --profile paper --device $dev --stages 3 --iters 8 \
         --bf16 --compile --no-reference
@@ -75,5 +78,5 @@ if [ "${COMPILE:-1}" = 1 ]; then  # the compiled step: inductor needs minutes pe
 fi
 
 echo "=== summary" | tee -a "$log"
-grep -E "^=== |^profile |^stage |^  compiled|^## stage|FELL BACK|Error|error:" "$log" \
+grep -E "^=== |^profile |^stage |^round |^  compiled|^## stage|FELL BACK|Error|error:" "$log" \
     | grep -v "^=== summary" | tail -60
