@@ -86,6 +86,8 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true",
                     help="also the aten calls of each phase of the step")
     args = ap.parse_args()
+    if args.phases and args.compile:  # the scopes would sit inside the traced graph
+        ap.error("--phases counts the eager step's calls; leave out --compile")
     torch.set_num_threads(args.threads)
     model_cfg, cfg = load_profile(args.profile)
     if args.compile:
