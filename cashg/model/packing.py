@@ -95,7 +95,7 @@ class Packing:
         j = torch.arange(n, device=valid.device)
         flat = valid.reshape(-1).nonzero().squeeze(1)
         position = (valid.reshape(-1).cumsum(0) - 1).view(w, n)  # packed index of a valid token
-        padded = torch.where(valid, position, flat.shape[0])  # padding -> the zero row N
+        slot_token = torch.where(valid, position, flat.shape[0])  # padding -> the zero row N
         lengths = valid.sum(1)
         order = torch.argsort(lengths, stable=True)
         out, tokens = [], []
@@ -104,7 +104,7 @@ class Packing:
                 continue
             size = max(int(lengths[rows].max()), 1)
             v = valid[rows, :size]  # (W_b, L_b)
-            out.append(Bucket(rows, padded[rows, :size].reshape(-1),
+            out.append(Bucket(rows, slot_token[rows, :size].reshape(-1),
                               v.reshape(-1).nonzero().squeeze(1), v))
             tokens.append(position[rows, :size][v])  # (N_b,) packed index of each valid token
         order_of_tokens = torch.cat(tokens) if tokens else flat
@@ -126,8 +126,9 @@ class Packing:
         """Run ``fn(bucket, x_b)`` on each bucket's tokens laid out as (W_b, L_b, C) (zeros on
         the padding) and return its (W_b, L_b, D) outputs at the valid tokens, in packed order
         (N, D): the attentions of a packed decoder block (:mod:`cashg.model.decoder`).
-        Two gathers per bucket and one for the result: the values are copies, so the result
-        is the same bits however the buckets are laid out."""
+        A gather into each bucket's layout, one out of it and one into packed order: copies,
+        so the same bits, values and gradients, as scattering each bucket into zeros and back
+        (tests/test_fast_step.py)."""
         rows = torch.cat([x, x.new_zeros(1, x.shape[-1])])  # (N + 1, C): row N is the padding
         outs = []
         for b in self.buckets:
