@@ -3,7 +3,8 @@
 # of what matters most, each piece under its own time limit so a slow compile cannot eat the
 # rest: eager demo stages 1-3, eager paper stage 3 (fp32, bf16, TF32), CUDA profiles of the
 # eager steps (how busy the GPU is), the one-call style trunk (scripts/style_trunk_share.py),
-# then the compiled step (COMPILE=0 leaves it out).
+# the compiled step's mutated inputs (scripts/compile_mutations.py), then the compiled step
+# (COMPILE=0 leaves it out).
 #
 #   bash scripts/device_bench.sh [OUTDIR]      # $OUT on the device machine, else OUTDIR
 #
@@ -70,6 +71,8 @@ piece demo-profile 50 scripts/profile_train.py --profile demo --device $dev --st
     --iters 3 --rows 8 --phases
 # the style trunk once per step with grouped BatchNorm (slower on a CPU core; fewer calls)
 piece demo-trunk-share 100 scripts/style_trunk_share.py --device $dev --stages 3 --rounds 1
+# which inputs the compiled step mutates (reduce-overhead skipped CUDA graphs over them)
+piece compile-mutations 90 scripts/compile_mutations.py --device $dev --stage 3
 if [ "${COMPILE:-1}" = 1 ]; then  # the compiled step: inductor needs minutes per graph here
     piece paper-compiled-bf16 300 $b --profile paper --device $dev --stages 3 --iters 8 \
         --bf16 --compile --no-reference
@@ -78,5 +81,5 @@ if [ "${COMPILE:-1}" = 1 ]; then  # the compiled step: inductor needs minutes pe
 fi
 
 echo "=== summary" | tee -a "$log"
-grep -E "^=== |^profile |^stage |^round |^  compiled|^## stage|FELL BACK|Error|error:" "$log" \
+grep -E "^=== |^profile |^stage |^round |^  compiled|^## stage|NOT STATIC|FELL BACK|Error|error:" "$log" \
     | grep -v "^=== summary" | tail -60

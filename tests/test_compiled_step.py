@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -151,3 +152,23 @@ def test_compile_options_are_checked_and_resume_neutral():
         TrainConfig(compile_mode="fast")
     compiled = dataclasses.replace(CFG, compile=True, compile_mode="reduce-overhead")
     assert config_hash(ModelConfig(), compiled) == config_hash(ModelConfig(), CFG)
+
+
+def test_the_compiled_step_mutates_only_static_batchnorm_buffers(subsets: Path, tmp_path):
+    """CUDA graphs (train.compile_mode=reduce-overhead) keep a graph only if every input it
+    writes in place is static (a parameter or buffer): here the only mutated inputs of the
+    stage-3 step are the style CNN's BatchNorm buffers, all static
+    (scripts/compile_mutations.py prints the same for the demo profile, and on a GPU)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from compile_mutations import mutated_inputs
+
+    trainer = trainer_for(subsets, tmp_path, CFG)
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in trainer.model.modules())
+    _, n_static, mutated = mutated_inputs(trainer, 5, trainer.source.iteration(5))
+    assert n_bn > 0 and n_static > 0
+    assert len(mutated) == 3 * n_bn  # running mean, running variance, batches tracked
+    assert all(static for _, static in mutated), [n for n, s in mutated if not s]
+    assert all(re.search(r"bn\d_buffers|shortcut_modules_1_buffers|stem_modules_1_buffers", n)
+               for n, _ in mutated), [n for n, _ in mutated]
