@@ -36,7 +36,7 @@ import torch
 from cashg.core.config.model import ModelConfig, TrainConfig
 from cashg.core.params import load_section
 from cashg.model.batch import SequenceSample, collate
-from cashg.training.schedules import stream_plan
+from cashg.training.schedules import stage_start, stream_plan
 from cashg.training.trainer import RunOptions, Trainer
 
 
@@ -139,9 +139,8 @@ def main() -> None:
     print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
           f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}, tf32={args.tf32}, "
           f"compile={args.compile_mode if args.compile else False}")
-    starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
     for stage in (int(s) for s in args.stages.split(",")):
-        t0 = starts[stage]
+        t0 = stage_start(stage, cfg)
         plan = stream_plan(t0, cfg)
         times, warm = [], []
         for k in range(args.iters + warmup):

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
 
 from cashg.training.packed import step_losses  # noqa: E402
+from cashg.training.schedules import stage_start  # noqa: E402
 
 
 def mutated_inputs(trainer, t: int, batches) -> tuple[int, int, list[tuple[str, bool]]]:
@@ -64,7 +65,7 @@ def main() -> None:
     torch.set_num_threads(1)
     model_cfg, cfg = load_profile(args.profile)
     trainer = make_trainer(model_cfg, dataclasses.replace(cfg, compile=False), args.device)
-    t = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}[args.stage]
+    t = stage_start(args.stage, cfg)
     n_in, n_static, mutated = mutated_inputs(trainer, t, iteration_batches(t, cfg, model_cfg, 0))
     print(f"stage {args.stage} ({args.profile} profile, torch {torch.__version__}): "
           f"{n_in} graph inputs, {n_static} static, {len(mutated)} mutated, "

@@ -27,7 +27,7 @@ from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E
 
 from cashg.model.batch import concat_batches  # noqa: E402
 from cashg.training.packed import plan_step, step_losses  # noqa: E402
-from cashg.training.schedules import vdl_weights  # noqa: E402
+from cashg.training.schedules import stage_start, vdl_weights  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     torch.set_num_threads(1)
     model_cfg, cfg = load_profile(args.profile)
     trainer = make_trainer(model_cfg, cfg, "cpu")
-    t = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}[args.stage]
+    t = stage_start(args.stage, cfg)
     batches = iteration_batches(t, cfg, model_cfg, 0)
     micro = [(s, b) for s in ("char", "bigram", "sentence") for b in batches.get(s, [])]
     vdl_bi, vdl_sent = vdl_weights(t, cfg)

@@ -30,6 +30,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
 
+from cashg.training.schedules import stage_start  # noqa: E402
+
 PHASE = "phase:"
 
 
@@ -99,9 +101,8 @@ def main() -> None:
         mark_phases(trainer)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = args.sort or ("self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total")
-    starts = {1: 0, 2: cfg.stage2_start, 3: cfg.stage3_start}
     for stage in (int(s) for s in args.stages.split(",")):
-        t0 = starts[stage]
+        t0 = stage_start(stage, cfg)
         warmup = 3 if args.compile else 1
         for k in range(warmup):
             trainer.train_step(t0 + k, iteration_batches(t0 + k, cfg, model_cfg, 0))

@@ -38,6 +38,7 @@ def measure(variant: str, stage: int, steps: int, device: str) -> tuple[int, flo
     from torch.profiler import ProfilerActivity, profile
 
     from cashg.model.style_encoder import StyleEncoder
+    from cashg.training.schedules import stage_start
 
     torch.set_num_threads(1)
     if variant == "grouped":
@@ -47,7 +48,7 @@ def measure(variant: str, stage: int, steps: int, device: str) -> tuple[int, flo
     model_cfg, cfg = load_profile("demo")
     trainer = make_trainer(model_cfg, cfg, device)
     sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
-    t0 = {2: cfg.stage2_start, 3: cfg.stage3_start}[stage]
+    t0 = stage_start(stage, cfg)
     trainer.train_step(t0, iteration_batches(t0, cfg, model_cfg, 0))
     batches = iteration_batches(t0 + 1, cfg, model_cfg, 0)  # built outside the profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:
