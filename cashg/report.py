@@ -381,6 +381,24 @@ def agreement_words(agree: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def style_score_markdown(results: Path, benchmarks: Sequence[str]) -> list[str]:
+    """The note under Table 2 on the Style Score: what it is and each benchmark's ceiling
+    (its scorer on the ground truth's scored half) and chance."""
+    lines = ["Style top-1 / top-5 (style): the share of the generated lines of the scored half"
+             " of the test sentences that a writer classifier, fitted on the other half of the"
+             " test writers' real lines, gives to the writer they were conditioned on (first,"
+             " or among its five first choices; `cashg/evaluation/style_score.py`). `--` on a"
+             " row without generated test lines."]
+    for bench in benchmarks:
+        m = _read_json(results / "style_score" / bench / "metrics.json")
+        if m is not None:
+            lines.append(f"On `{bench}` ({m.get('writers')} writers, {m.get('lines_fitted')}"
+                         f" lines fitted, {m.get('lines_scored')} scored) the ground truth's own"
+                         f" lines reach top-1 {format_value(m.get('STYLE_top1_gt'))} (the"
+                         f" ceiling), chance is {format_value(m.get('chance_top1'))}.")
+    return [" ".join(lines), ""]
+
+
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
     """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
     from cashg.core.params import load_params
@@ -504,6 +522,12 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         " the benchmark's recognizer (trained on its ground-truth training lines; not a metric"
         " of the paper); *CER GT* / *WER GT*: the same recognizer on the ground-truth test"
         " lines, the floor for this recognizer. `--`: no recognizer for the benchmark.",
+        "",
+        *style_score_markdown(results, table2_benchmarks),
+        "Runaway lines: scored lines whose ink leaves the line (a drawn point more than 2 line"
+        " heights from the median height of its ink, or a pen-down stroke longer than 16 line"
+        " heights; `cashg/evaluation/runaway.py`, each one named in the experiment's"
+        " `details.json`).",
         "",
         f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)" if ablation_benchmark
         else "## Ablation (layout of the paper's Table 3)",

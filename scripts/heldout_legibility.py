@@ -1,9 +1,18 @@
-"""One row of docs/legibility.md: CER, WER and the error share by character class of trained
-models on the held-out lines (never the test split), with their mean.
+"""One row of docs/legibility.md: CER, WER, the error share by character class and the
+held-out Style Score of trained models on the held-out lines (never the test split), with
+their mean.
 
     python scripts/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
-        [--params params.yaml] [--decoding space_mode=false lift_mode=false] [--seed N]
+        [--params params.yaml] [--decoding space_mode=false lift_mode=false] [--seed N] \\
+        [--refs N] [--distractors 7]
+
+Style (``style top-1 / top-5``): a writer classifier (:mod:`cashg.evaluation.style_score`)
+fitted on the real rows of the held-out writers whose source line hashes to the fitting half,
+plus those of ``--distractors`` other train writers (the first by id; ten writers in all by
+default, as many as the demo's test split has), names the writer of each generated row of the
+scored half; the ground-truth row gives its ceiling on the same rows. ``--refs N`` generates
+with N reference glyphs per line instead of the checkpoint's ``model.style_refs``.
 
 The checkpoints are usually one training change at several training seeds (``--set
 train.seed=1``); the decoding is the params file's ``generate`` section, changed by
@@ -24,8 +33,10 @@ from pathlib import Path
 import torch
 import yaml
 
+from cashg.core.ink import InkFile
 from cashg.core.params import load_section
 from cashg.evaluation.held_out import HeldOutError, held_out_lines, score_held_out
+from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
 from cashg.model.checkpoint import load_model
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
@@ -44,9 +55,37 @@ def _decoding(gcfg, pairs: list[str]):
     return dataclasses.replace(gcfg, **changes)
 
 
-def _row(label: str, cer: float, wer: float, rates: dict) -> str:
+def _row(label: str, cer: float, wer: float, rates: dict, style: tuple) -> str:
     cells = " | ".join("-" if rates[c] is None else f"{rates[c]:.3f}" for c in CHAR_CLASSES)
-    return f"| {label} | {cer:.3f} | {wer:.3f} | {cells} |"
+    return f"| {label} | {cer:.3f} | {wer:.3f} | {cells} | {style[0]:.3f} | {style[1]:.3f} |"
+
+
+def _parent(row) -> str:
+    """The line a sentence window was cut from (``<line id>@<offset>``)."""
+    return row.sentence_id.split("@", 1)[0]
+
+
+def held_out_scorer(subsets: Path, gt_path: Path, distractors: int) -> tuple[StyleScorer, list]:
+    """``(scorer, scored rows)``: fitted on the fitting half of the held-out writers' rows and
+    of ``distractors`` other train writers' rows (module docstring)."""
+    from cashg.recognition.data import read_sentence_subset
+
+    with InkFile(gt_path) as f:
+        held = list(f)
+    held_writers = {s.writer_id for s in held}
+    others = sorted({r.writer_id for r in read_sentence_subset(subsets / "train" / "sentence.h5")}
+                    - held_writers)[:distractors]
+    other_rows = [r for r in read_sentence_subset(subsets / "train" / "sentence.h5")
+                  if r.writer_id in set(others)]
+    fitted, scored = split_lines(held, by=_parent)
+    fitted_others, _ = split_lines(other_rows, by=_parent)
+    return fit_scorer(fitted + fitted_others), scored
+
+
+def _style(scorer: StyleScorer, scored: list, generated: dict) -> tuple[float, float]:
+    result = scorer.score([generated[s.sentence_id] for s in scored],
+                          {s.sentence_id: s.writer_id for s in scored})
+    return result.top1, result.top5
 
 
 def main() -> int:
@@ -58,6 +97,10 @@ def main() -> int:
     ap.add_argument("--decoding", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params')")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--refs", type=int, default=None,
+                    help="reference glyphs per line (default: the checkpoint's style_refs)")
+    ap.add_argument("--distractors", type=int, default=7,
+                    help="other train writers the held-out style classifier also knows")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     gcfg = _decoding(load_section("generate", args.params), args.decoding)
@@ -66,28 +109,36 @@ def main() -> int:
     recognizer = Recognizer.load(args.recognizer)
     val_writers = load_section("train", args.params).val_writers
     print(f"decoding: {gcfg}")
-    print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " |")
-    print("|---|---|---|" + "---|" * len(CHAR_CLASSES))
-    total_counts, total_classes = None, None
+    print(f"reference glyphs: {args.refs or 'as the checkpoint (model.style_refs)'}")
+    print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " | style top-1 | top-5 |")
+    print("|---|---|---|" + "---|" * len(CHAR_CLASSES) + "---|---|")
+    total_counts, total_classes, styles = None, None, []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
         except HeldOutError as exc:
             raise SystemExit(str(exc)) from exc
+        scorer, scored = held_out_scorer(args.subsets, gt_path, args.distractors)
         for ckpt in args.checkpoint:
             model, cfg, _ = load_model(ckpt, map_location="cpu")
+            if args.refs is not None:
+                cfg = dataclasses.replace(cfg, style_refs=args.refs)
             held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu")
-            print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates()),
+            style = _style(scorer, scored, {s.sentence_id: s for s in held.generated})
+            styles.append(style)
+            print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates(), style),
                   flush=True)
             total_counts = held.counts if total_counts is None else total_counts + held.counts
             total_classes = held.classes if total_classes is None else total_classes + held.classes
         gt_hyps = recognizer.transcribe(gts)
     if len(args.checkpoint) > 1:  # pooled over the models: the mean of equal-sized runs
+        mean_style = tuple(sum(v) / len(styles) for v in zip(*styles))
         print(_row(f"all {len(args.checkpoint)}", total_counts.cer, total_counts.wer,
-                   total_classes.rates()))
+                   total_classes.rates(), mean_style))
     floor = error_counts(held.refs, gt_hyps)
     print(_row("ground truth", floor.cer, floor.wer,
-               char_class_errors(held.refs, gt_hyps).rates()))
+               char_class_errors(held.refs, gt_hyps).rates(),
+               _style(scorer, scored, {s.sentence_id: s for s in gts})))
     print(f"lines: {desc}")
     return 0
 

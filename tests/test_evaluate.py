@@ -19,7 +19,9 @@ KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std",
         "CER", "WER", "CER_gt", "WER_gt",  # from CER on: null without --recognizer
         "ERR_lower", "ERR_upper", "ERR_digit", "ERR_punct", "ERR_space", "ERR_initial",
         "ERR_lower_gt", "ERR_upper_gt", "ERR_digit_gt", "ERR_punct_gt", "ERR_space_gt",
-        "ERR_initial_gt"]
+        "ERR_initial_gt",
+        "RUNAWAY", "RUNAWAY_share", "RUNAWAY_gt",  # lines whose ink leaves the line
+        "STYLE_top1", "STYLE_top5", "STYLE_top1_gt", "STYLE_top5_gt", "STYLE_lines"]
 
 
 def _sentence(sid, writer, text, seed, overlap=False):

@@ -169,7 +169,7 @@ def tiny_run(tiny_train_subsets, tmp_path_factory):
             "sentences": sentences, "training_window": windows[0][2]}
 
 
-def _run(tiny_run, tmp_path, sentences, writers=2, per_writer=2):
+def _run(tiny_run, tmp_path, sentences, writers=2, per_writer=2, extra=()):
     from cashg.evaluation.new_text_stage import main
 
     text = tmp_path / "sentences.txt"
@@ -183,7 +183,8 @@ def _run(tiny_run, tmp_path, sentences, writers=2, per_writer=2):
     root = tiny_run["root"]
     rc = main(["--checkpoint", str(root / "model.pt"), "--subsets", str(tiny_run["subsets"]),
                "--recognizer", str(root / "recognizer.pt"), "--out", str(out),
-               "--params", str(path), "--device", "cpu", "--threads", "1", "--no-progress"])
+               "--params", str(path), "--device", "cpu", "--threads", "1", "--no-progress",
+               *extra])
     return rc, out
 
 
@@ -215,6 +216,25 @@ def test_stage_writes_metrics_lines_picture_and_ink(tiny_run, tmp_path, capsys):
         assert im.format == "PNG" and im.size[1] > im.size[0] / 10
     details = json.loads((out / "details.json").read_text())
     assert details["writers"] == ["brush:4", "brush:5"] and details["sentences"] == 3
+
+
+def test_stage_counts_runaway_lines_and_scores_style(tiny_run, tmp_path, capsys):
+    """RUNAWAY (always) and, with the benchmark's style scorer, the Style Score of the new
+    lines against the writers they were asked to imitate."""
+    from cashg.core.ink import read_ink
+    from cashg.evaluation.style_score import fit_scorer
+
+    scorer = fit_scorer(list(read_ink(tiny_run["subsets"] / "test" / "gt.h5").values()))
+    path = scorer.save(tmp_path / "scorer.json")
+    rc, out = _run(tiny_run, tmp_path, tiny_run["sentences"], extra=("--style-scorer", str(path)))
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["STYLE_lines"] == 4 and 0.0 <= metrics["STYLE_top1"] <= 1.0
+    assert metrics["STYLE_top5"] == 1.0  # two writers: always among the first five
+    assert 0 <= metrics["RUNAWAY"] <= 4 and "lines run away" in err
+    runaway = json.loads((out / "details.json").read_text())["runaway"]
+    assert len(runaway["lines"]) == metrics["RUNAWAY"]
 
 
 def test_stage_refuses_a_sentence_of_the_training_lines(tiny_run, tmp_path, capsys):

@@ -184,10 +184,29 @@ def test_report_shows_legibility(tmp_path):
     text = _report(results, tmp_path / "report", "dsd", "deepwriting", ablation={},
                    recognizers=("dsd",))
     header = next(line for line in text.splitlines() if line.startswith("| Benchmark"))
-    assert header.endswith("| CER (rec. ↓) | WER (rec. ↓) | CER GT (rec. ↓) | WER GT (rec. ↓) |")
+    assert header.endswith("| CER (rec. ↓) | WER (rec. ↓) | CER GT (rec. ↓) | WER GT (rec. ↓) |"
+                           " Top-1 (style ↑) | Top-5 (style ↑) | Runaway lines ↓ |")
     assert "| 0.25 | 10.00 | 0.01 | 0.46 | 0.90 | 0.02 | 0.12 |" in text  # dsd
     assert "| 0.25 | 10.00 | 0.01 | -- | -- | -- | -- |" in text  # deepwriting: no recognizer
     assert "| dsd | 0.029 | 0.023 | 0.906 | 0.149 | 0.125 | 1.135 | 1200 | 271 |" in text
+
+
+def test_report_shows_the_style_score_and_runaway_lines(tmp_path):
+    """Style top-1 / top-5 and the runaway count in Table 2, and the benchmark's ceiling (its
+    scorer on the ground truth) in the note under it."""
+    results = tmp_path / "results"
+    (results / "evaluate" / "dsd").mkdir(parents=True)
+    (results / "evaluate" / "dsd" / "metrics.json").write_text(json.dumps(
+        {**_metrics(0.1), "STYLE_top1": 0.625, "STYLE_top5": 0.875, "RUNAWAY": 3}))
+    (results / "style_score" / "dsd").mkdir(parents=True)
+    (results / "style_score" / "dsd" / "metrics.json").write_text(json.dumps(
+        {"STYLE_top1_gt": 0.878, "chance_top1": 0.1, "writers": 10, "lines_fitted": 225,
+         "lines_scored": 205}))
+    text = _report(results, tmp_path / "report", "dsd", ablation={})
+    row = next(line for line in text.splitlines() if "CASHG (this run)" in line)
+    assert row.endswith("| 0.62 | 0.88 | 3 |")
+    assert ("On `dsd` (10 writers, 225 lines fitted, 205 scored) the ground truth's own lines"
+            " reach top-1 0.88 (the ceiling), chance is 0.10.") in text
 
 
 def test_report_shows_class_errors(tmp_path):

@@ -104,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recognizer-if-listed", default=None, metavar="BENCHMARK",
                         help="use --recognizer only when recognizer.benchmarks of --params"
                              " lists BENCHMARK")
+    parser.add_argument("--style-scorer", type=Path, default=None,
+                        help="a benchmark's style scorer (results/style_score/<b>/scorer.json):"
+                             " also report the Style Score of the lines of its scored half")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -237,6 +240,18 @@ def run(args: argparse.Namespace) -> int:
     elif args.recognizer is not None:
         print(f"cashg evaluate: {args.recognizer_if_listed} is not in recognizer.benchmarks of"
               f" {args.params}: no CER / WER")
+    if args.style_scorer is not None:
+        from cashg.evaluation.style_score import StyleScoreError, score_style
+
+        try:
+            note = score_style(result, gt, pred, args.style_scorer)
+        except StyleScoreError as exc:
+            print(f"cashg evaluate: {exc}", file=sys.stderr)
+            return 2
+        print(f"cashg evaluate: style score ({args.style_scorer}): {note}")
+    if result.metrics.get("RUNAWAY"):
+        print(f"cashg evaluate: {result.metrics['RUNAWAY']} of {result.details['n_scored']}"
+              " generated lines run away (details.json: runaway)")
     report_missing(result)
     path = write_outputs(result, args.out, gt, pred, method=args.method or args.pred.stem,
                          plot_sentences=cfg.plot_sentences)

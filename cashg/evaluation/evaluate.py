@@ -52,9 +52,11 @@ from cashg.evaluation.protocols import (
     DTW_VARIANTS,
     METRIC_KEYS,
     RECOGNITION_KEYS,
+    STYLE_KEYS,
     Protocol,
     get_protocol,
 )
+from cashg.evaluation.runaway import RUNAWAY_DEFINITION, count_runaway
 from cashg.metrics.boundaries import (
     char_geometry,
     infer_cursive_labels,
@@ -100,8 +102,8 @@ class EvaluationOptions(EvaluateConfig):
 
 @dataclass
 class EvaluationResult:
-    """Metrics (exactly ``METRIC_KEYS + RECOGNITION_KEYS``, ``None`` = undefined) and the
-    tables behind them."""
+    """Metrics (exactly :data:`~cashg.evaluation.protocols.ALL_KEYS`, ``None`` = undefined)
+    and the tables behind them."""
 
     metrics: dict[str, float | None]
     sentences: pd.DataFrame  # one row per scored sentence
@@ -242,6 +244,11 @@ def evaluate(
                                     on="sentence_id", how="left")
     writers, metrics = _aggregate(units, csm_by_writer, protocol.metrics, options.eps,
                                   protocol.dtw_aggregation)
+    scored = [r["sentence_id"] for r in sentence_rows]
+    runaway = count_runaway(pred[i] for i in scored)
+    metrics.update(runaway.metrics())
+    metrics["RUNAWAY_gt"] = count_runaway(gt[i] for i in scored).runaway
+    metrics.update(dict.fromkeys(STYLE_KEYS))  # filled with a style scorer (cashg evaluate)
     missing_df = pd.DataFrame(missing, columns=_MISSING_COLS)
     details = {
         "protocol": protocol.name,
@@ -257,6 +264,7 @@ def evaluate(
         "n_missing": len(missing), "n_excluded": len(excluded),
         "exclusions": _exclusions_detail(protocol, exclusions),
         "n_writers": int(len(writers)),
+        "runaway": {"definition": RUNAWAY_DEFINITION, "lines": runaway.reasons},
         "dtw_points": ("all points of each glyph" if protocol.glyph_level
                        else "all points of the sentence, space pseudo-points included"),
         "normalisation": ("CSM (and exact DTW): each side on its own, translated to its"

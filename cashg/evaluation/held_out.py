@@ -59,6 +59,7 @@ class HeldOutScore:
     hyps: list[str]
     counts: ErrorCounts
     classes: ClassErrors
+    generated: Sequence = ()  # the generated InkSentences, in generation order
 
 
 def score_held_out(model, cfg, opts: GenerateConfig, gt_path: Path, style_path: Path,
@@ -68,4 +69,5 @@ def score_held_out(model, cfg, opts: GenerateConfig, gt_path: Path, style_path: 
     pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device, progress=False)
     refs = [s.text for s in gts]
     hyps = recognizer.transcribe(pred)
-    return HeldOutScore(refs, hyps, error_counts(refs, hyps), char_class_errors(refs, hyps)), gts
+    return (HeldOutScore(refs, hyps, error_counts(refs, hyps), char_class_errors(refs, hyps),
+                         pred), gts)

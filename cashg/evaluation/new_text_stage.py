@@ -13,7 +13,8 @@ of ``--subsets`` (``train/sentence.h5``) and that every character is one the mod
 one) and one the recognizer can write; each failure is exit status 2 with a message that names
 the sentence or character. Writers: ``test/style.h5`` of ``--subsets``. Outputs in ``--out``
 (:func:`cashg.evaluation.new_text.write_new_text_outputs`): ``metrics.json`` (CER, WER,
-ERR_<class>, counts), ``lines.csv``, ``lines.png``, ``generated.h5``, ``details.json``.
+ERR_<class>, RUNAWAY: lines whose ink leaves the line, counts; with ``--style-scorer`` the
+Style Score STYLE_top1 / STYLE_top5 of the new lines), ``lines.csv``, ``lines.png``, ``generated.h5``, ``details.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--style-scorer", type=Path, default=None,
+                        help="the benchmark's style scorer (results/style_score/<b>/"
+                             "scorer.json): also the Style Score of the new lines")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-progress", action="store_true")
     return parser
@@ -66,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         training_lines,
         write_new_text_outputs,
     )
+    from cashg.evaluation.runaway import RUNAWAY_DEFINITION, count_runaway
     from cashg.generation.outputs import decoding_record, describe_decoding
     from cashg.generation.split import generate_prompts
     from cashg.model.checkpoint import CheckpointError, load_model
@@ -112,13 +117,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     readings = recognizer.transcribe(generated)
     metrics, rows = score_lines([p.text for p in prompts], readings)
+    runaway = count_runaway(generated)
+    metrics.update(runaway.metrics())
+    if args.style_scorer is not None:  # text-independent features: any text can be scored
+        from cashg.evaluation.style_score import StyleScoreError, StyleScorer
+
+        try:
+            style = StyleScorer.load(args.style_scorer).score(
+                generated, {p.sentence_id: p.writer_id for p in prompts})
+        except StyleScoreError as exc:
+            print(f"new_text stage: {exc}", file=sys.stderr)
+            return 2
+        metrics.update(style.metrics())
     decoding = decoding_record(gcfg)
     details = {"checkpoint": str(args.checkpoint), "recognizer": str(args.recognizer),
                "sentences_file": str(ncfg.sentences), "sentences": len(sentences),
                "training_lines_checked": len(lines), "style": str(style),
                "writers": writers, "per_writer": ncfg.per_writer, "decoding": decoding,
                "decoding_text": describe_decoding(decoding), "style_refs": cfg.style_refs,
-               "device": str(device), "seconds": round(time.perf_counter() - t0, 2)}
+               "device": str(device), "seconds": round(time.perf_counter() - t0, 2),
+               "runaway": {"definition": RUNAWAY_DEFINITION, "lines": runaway.reasons}}
     write_new_text_outputs(args.out, prompts, generated, rows, metrics, details)
     rates = {c: metrics[f"ERR_{c}"] for c in CHAR_CLASSES}
     print(f"new_text stage: {len(prompts)} lines ({len(sentences)} sentences absent from the"
@@ -126,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
           f" recognizer CER {_fmt(metrics['CER'])}, WER {_fmt(metrics['WER'])}", file=sys.stderr)
     print(f"new_text stage: error share by character class: {format_class_errors(rates)}",
           file=sys.stderr)
+    if "STYLE_top1" in metrics:
+        print(f"new_text stage: style score top-1 {_fmt(metrics['STYLE_top1'])}, top-5"
+              f" {_fmt(metrics['STYLE_top5'])} ({args.style_scorer})", file=sys.stderr)
+    print(f"new_text stage: {runaway.runaway} of {runaway.lines} lines run away"
+          f"{' (details.json: runaway)' if runaway.runaway else ''}", file=sys.stderr)
     print(f"new_text stage: -> {args.out / 'metrics.json'}, {args.out / 'lines.png'}",
           file=sys.stderr)
     return 0

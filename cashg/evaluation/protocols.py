@@ -35,11 +35,14 @@ from dataclasses import dataclass
 from cashg.recognition.scoring import CHAR_CLASSES
 
 __all__ = [
+    "ALL_KEYS",
     "CLASS_ERROR_KEYS",
     "DTW_VARIANTS",
     "METRIC_KEYS",
     "PROTOCOLS",
     "RECOGNITION_KEYS",
+    "RUNAWAY_KEYS",
+    "STYLE_KEYS",
     "Protocol",
     "get_protocol",
 ]
@@ -53,6 +56,15 @@ METRIC_KEYS = ("F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_st
 CLASS_ERROR_KEYS = tuple(f"ERR_{name}" for name in CHAR_CLASSES)
 RECOGNITION_KEYS = ("CER", "WER", "CER_gt", "WER_gt", *CLASS_ERROR_KEYS,
                     *(f"{key}_gt" for key in CLASS_ERROR_KEYS))
+# Runaway ink (any protocol; cashg.evaluation.runaway): the scored lines whose ink leaves the
+# line, generated (RUNAWAY, and as a share of the scored lines) and ground truth (RUNAWAY_gt).
+RUNAWAY_KEYS = ("RUNAWAY", "RUNAWAY_share", "RUNAWAY_gt")
+# Style Score (with a benchmark's style scorer, cashg.evaluation.style_score; null without
+# one or on a split whose writers it was not fitted on): top-1 / top-5 writer identification of
+# the generated lines of the scored half, of their ground truth (the ceiling), and how many.
+STYLE_KEYS = ("STYLE_top1", "STYLE_top5", "STYLE_top1_gt", "STYLE_top5_gt", "STYLE_lines")
+# metrics.json holds METRIC_KEYS + RECOGNITION_KEYS + RUNAWAY_KEYS + STYLE_KEYS, in that order
+ALL_KEYS = (*METRIC_KEYS, *RECOGNITION_KEYS, *RUNAWAY_KEYS, *STYLE_KEYS)
 _ALL = frozenset(METRIC_KEYS)
 _DTW = frozenset({"DTW_raw", "DTW_norm", "DTW_std"})
 DTW_VARIANTS = ("exact", "sdt", "olhwg")  # cashg.metrics.dtw, cashg.metrics.variants
