@@ -515,3 +515,61 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(subsets, tmp_path):
     it = ck.read_train_checkpoint(ckpts[0])["extra"]["iteration"]
     assert it >= 1 and not (out / "model.pt").exists()
     assert math.isfinite(json.loads(metrics.read_text())["train"]["total"])
+
+
+# ---------------------------------------------------------------- weight average (train.ema_decay)
+def test_the_weight_average_never_changes_training_and_resumes_exactly(subsets, tmp_path):
+    """train.ema_decay: the run's last weights are bit for bit those of a run without an
+    average; the average equals the lerps it is defined by; an interrupted and resumed run
+    ends with the same average as an uninterrupted one; the final model samples from it."""
+    ema_cfg = dataclasses.replace(TINY_TRAIN, ema_decay=0.5, ema_start=4)
+    plain = make_trainer(subsets, tmp_path / "plain").run()
+    averaged_t = make_trainer(subsets, tmp_path / "ema", ema_cfg)
+    snapshots = {}
+    original = averaged_t.train_step
+
+    def step_and_record(t, batches):
+        out = original(t, batches)
+        snapshots[t + 1] = averaged_t.flat.flat.detach().clone()
+        return out
+
+    averaged_t.train_step = step_and_record
+    averaged = averaged_t.run()
+    assert [h["train/total"] for h in averaged.history] == \
+        [h["train/total"] for h in plain.history]
+    a = torch.load(plain.run_dir / "ckpt-00000008.pt", weights_only=True)
+    b = torch.load(averaged.run_dir / "ckpt-00000008.pt", weights_only=True)
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    expected = snapshots[4]  # the copy after 4 iterations, then one lerp per step
+    for t in range(5, 9):
+        expected = expected + 0.5 * (snapshots[t] - expected)
+    torch.testing.assert_close(averaged_t.ema.params, expected, rtol=0, atol=1e-6)
+    assert averaged_t.ema.updates == 4 and b["extra"]["ema"]["updates"] == 4
+    assert a["extra"]["ema"] == {}  # no average: nothing saved
+    # interrupted after 6, resumed: the same average, bit for bit
+    make_trainer(subsets, tmp_path / "cut", ema_cfg, stop_after=6).run()
+    resumed_t = make_trainer(subsets, tmp_path / "cut", ema_cfg)
+    assert resumed_t.run().status == "completed"
+    assert torch.equal(resumed_t.ema.params, averaged_t.ema.params)
+    # what a final model.pt would hold: the average in, the live weights back after
+    live = averaged_t.flat.flat.detach().clone()
+    with averaged_t.sampling_weights():
+        assert torch.equal(averaged_t.flat.flat.detach(), averaged_t.ema.params)
+    assert torch.equal(averaged_t.flat.flat.detach(), live)
+
+
+def test_a_checkpoint_of_another_average_is_refused(subsets, tmp_path):
+    make_trainer(subsets, tmp_path, dataclasses.replace(TINY_TRAIN, ema_decay=0.5, ema_start=4),
+                 stop_after=6).run()
+    other = make_trainer(subsets, tmp_path, dataclasses.replace(TINY_TRAIN, ema_decay=0.5,
+                                                                ema_start=4))
+    other.ema.decay = 0.9  # as if the config had changed without changing the hash
+    with pytest.raises(ck.CheckpointError, match="weight average"):
+        other.restore()
+
+
+def test_ema_params_are_checked():
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(ema_decay=1.0)
+    with pytest.raises(ValueError, match="ema_start"):
+        TrainConfig(ema_start=-1)

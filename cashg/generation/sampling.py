@@ -385,13 +385,20 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     no_end = rows.x.new_tensor(NO_END)  # (4,)
     spaces = whitespace(codepoints)  # (B, S) bool
     space_rows = spaces if opts.space_mode and not opts.greedy else None
+    jump = model.head.jump_proj
+    jump_proj = (partial(F.linear, weight=jump.weight, bias=jump.bias) if jump is not None
+                 else None)
+    track = (opts.lift_mode and not opts.greedy) or jump is not None
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
-                if opts.lift_mode and not opts.greedy else None)  # (B,) each row's last pen
+                if track else None)  # (B,) each row's last pen
     m = opts.max_char_points
     records = []  # per step: (ids, char, deltas, pen, forced, live), each over the W rows
     going = bool(rows.live.any())
     while going:
-        raw = head_proj(rows.hidden())  # (W, 4 + 6K)
+        hidden = rows.hidden()  # (W, D)
+        raw = head_proj(hidden)  # (W, 4 + 6K)
+        if jump_proj is not None:  # the jump after a lift inside a character: its own mixture
+            raw = torch.where((last_pen[rows.ids] == PU)[:, None], jump_proj(hidden), raw)
         noise = None
         if not opts.greedy:  # drawn for all B rows at every step: the stream does not depend
             u, z = draw_noise(gen, b, model.head.n_mixtures, raw)  # on which rows are left
@@ -400,11 +407,11 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if opts.min_char_points > 1:
             pen_bias = torch.where((rows.t + 1 < opts.min_char_points)[:, None], no_end, 0.0)
         delta, pen = choose_points(raw, model.head, opts, noise, pen_bias)
-        if space_rows is not None or last_pen is not None:
+        if space_rows is not None or (opts.lift_mode and not opts.greedy):
             at_mode = torch.zeros_like(rows.live)
             if space_rows is not None:  # spaces at the mode: the gap without its short tail
                 at_mode = at_mode | space_rows[rows.ids, rows.char]
-            if last_pen is not None:  # the jump after a pen lift at the mode
+            if opts.lift_mode and not opts.greedy:  # the jump after a pen lift at the mode
                 lp = last_pen[rows.ids]
                 at_mode = at_mode | (lp == PU) | (lp == EOC)
             mode, _ = choose_points(raw, model.head, GREEDY, None, pen_bias)

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from cashg.core.config.model import ModelConfig
+from cashg.core.records import PU
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
@@ -56,7 +58,7 @@ class CASHG(nn.Module):
         self.text = CharacterContextEncoder(cfg, backbone_config)
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
-        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
+        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
 
     def build_windows(
         self,
@@ -156,7 +158,11 @@ class CASHG(nn.Module):
         out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
             max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character
         h_out = torch.gather(h, 1, out_idx[..., None].expand(-1, -1, h.shape[-1]))
-        p = self.head(h_out)  # over (W, T)
+        after_lift = None
+        if self.head.jump_proj is not None:  # (W, T): point k follows a lift at point k - 1
+            lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
+            after_lift = take_rows(lifted.flatten(0, 1), win.batch_index * s + win.char_index)
+        p = self.head(h_out, after_lift)  # over (W, T)
         params = _scatter_params(p, win.batch_index, win.char_index, (b, s, t))
         gates = None
         if return_gates and gate is not None:

@@ -152,8 +152,9 @@ def open_data(data_dir: Path, cfg, cache: bool):
 
 
 def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str], resume: bool,
-               args: argparse.Namespace) -> int:
-    """Shared body of ``cashg train`` and the train stage."""
+               args: argparse.Namespace, trainer_class: type[Trainer] | None = None) -> int:
+    """Shared body of ``cashg train`` and the train stage (``trainer_class``: a
+    :class:`~cashg.training.trainer.Trainer` subclass, for measurement scripts)."""
     import torch
 
     from cashg.core.params import ParamsError
@@ -180,9 +181,9 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     params = {"model": ck.as_plain(model_cfg), "train": ck.as_plain(cfg),
               "overrides": list(overrides), "data": str(data_dir)}
     inventory = char_inventory(data_dir / "train")
-    trainer = Trainer(model_cfg, cfg, train, out, opts, val_data=val, sample_lines=lines,
-                      char_inventory=inventory, data_fingerprint=ck.data_fingerprint(files),
-                      params=params)
+    trainer = (trainer_class or Trainer)(
+        model_cfg, cfg, train, out, opts, val_data=val, sample_lines=lines,
+        char_inventory=inventory, data_fingerprint=ck.data_fingerprint(files), params=params)
     if trainer.dist.is_main:
         print(f"[train] {data_dir} -> {out} on {trainer.device} x{trainer.dist.world}; "
               f"config hash {trainer.hash}; held-out: {val_desc}; "
@@ -197,8 +198,9 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     if result.status == "completed" and trainer.dist.is_main:
         extra = {"kind": "cashg-final-model", "config_hash": trainer.hash, "params": params,
                  "char_inventory": inventory, "iteration": result.iteration,
-                 "best_val": result.best_val}
-        ck.atomic_save(out / "model.pt", trainer.model, model_cfg, extra)
+                 "best_val": result.best_val, "weights": weights_description(trainer)}
+        with trainer.sampling_weights():
+            ck.atomic_save(out / "model.pt", trainer.model, model_cfg, extra)
         summary = {
             "status": result.status, "iterations": result.iteration, "config_hash": trainer.hash,
             "resumed_from": str(trainer.resumed_from) if trainer.resumed_from else None,
@@ -206,7 +208,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "world_size": trainer.dist.world, "threads": torch.get_num_threads(),
             "bf16": args.bf16, "best_val_total": result.best_val, "held_out": val_desc,
             "parameters": count_parameters(trainer.model), "final_metrics": result.last_metrics,
-            "compile": compile_summary(trainer),
+            "compile": compile_summary(trainer), "weights": weights_description(trainer),
         }
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True)
                                                 + "\n", encoding="utf-8")
@@ -227,6 +229,14 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
 
 def run(args: argparse.Namespace) -> int:
     return train_main(args.data, args.out, args.params, args.overrides, args.resume, args)
+
+
+def weights_description(trainer: Trainer) -> str:
+    """What model.pt holds: the last weights, or the average of ``train.ema_decay``."""
+    ema = trainer.ema
+    if ema is None or not ema.started:
+        return "last"
+    return f"ema decay {ema.decay} over iterations {ema.start}-{trainer.iteration}"
 
 
 def compile_summary(trainer: Trainer) -> dict | bool:

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import torch
 
+from cashg.core.records import PU
 from cashg.model.cashg_model import CASHG
 from cashg.model.gmm_head import N_PEN
 
@@ -40,6 +41,14 @@ def position_scale(chars: list[np.ndarray]) -> np.ndarray:
     return _rms([np.cumsum(c[1:, :2], 0, dtype=np.float64) for c in chars if len(c) > 1])
 
 
+def jump_scale(chars: list[np.ndarray]) -> np.ndarray | None:
+    """(2,) per-axis RMS of the offsets that follow a pen lift inside a character (the
+    previous point's pen state is PU) of ``chars``, or ``None`` when no character lifts."""
+    rows = [c[1:, :2][c[:-1, 2] == PU] for c in chars if len(c) > 1]
+    rows = [r for r in rows if len(r)]
+    return _rms(rows) if rows else None
+
+
 def _rms(rows: list[np.ndarray]) -> np.ndarray:
     """(2,) per-axis RMS over the stacked (n_i, 2) ``rows`` (floored at 1e-4)."""
     if not rows:
@@ -49,10 +58,12 @@ def _rms(rows: list[np.ndarray]) -> np.ndarray:
 
 
 @torch.no_grad()
-def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | None = None) -> None:
+def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | None = None,
+                     jumps: np.ndarray | None = None) -> None:
     """Rescale ``model`` in place for offsets of per-axis RMS ``scale`` (2,) and, when the
-    decoder embeds in-character positions, positions of per-axis RMS ``pos_scale`` (2,)
-    (module docstring)."""
+    decoder embeds in-character positions, positions of per-axis RMS ``pos_scale`` (2,); a
+    head with a jump projection (``model.jump_head``) gets it at the scale ``jumps`` (2,) of
+    the offsets after a lift (``scale`` when there are none) (module docstring)."""
     pos = model.decoder.point_pos
     if pos is not None and pos_scale is None:
         raise ValueError("data_init: the decoder embeds positions, pos_scale is required")
@@ -62,13 +73,21 @@ def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | No
     if pos is not None:
         ps = torch.as_tensor(np.asarray(pos_scale, np.float64), dtype=torch.float32)
         pos.weight.div_(ps.to(pos.weight)[None, :])  # (D, 2): input column j / ps_j
-    proj = model.head.proj  # raw layout: pen 4 | pi K | mu_x K | mu_y K | s_x K | s_y K | rho K
-    k = model.head.n_mixtures
+    _scale_head(model.head.proj, model.head.n_mixtures, model.head.sigma_eps, s)
+    if model.head.jump_proj is not None:
+        j = s if jumps is None else torch.as_tensor(np.asarray(jumps, np.float64),
+                                                    dtype=torch.float32)
+        _scale_head(model.head.jump_proj, model.head.n_mixtures, model.head.sigma_eps, j)
+
+
+def _scale_head(proj: torch.nn.Linear, k: int, sigma_eps: float, s: torch.Tensor) -> None:
+    """Means and sigmas of a head projection at the offset scale ``s`` (2,). Raw layout:
+    pen 4 | pi K | mu_x K | mu_y K | s_x K | s_y K | rho K."""
     for axis in range(2):
         mu = slice(N_PEN + (1 + axis) * k, N_PEN + (2 + axis) * k)
         proj.weight[mu] *= float(s[axis])
         proj.bias[mu] *= float(s[axis])
         sig = slice(N_PEN + (3 + axis) * k, N_PEN + (4 + axis) * k)
-        target = max(float(s[axis]) - model.head.sigma_eps, 1e-6)
+        target = max(float(s[axis]) - sigma_eps, 1e-6)
         proj.weight[sig] *= SIGMA_WEIGHT_SCALE
         proj.bias[sig] = math.log(math.expm1(target))  # softplus^-1

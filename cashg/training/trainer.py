@@ -66,6 +66,7 @@ from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
 from cashg.training.compiled import make_step
 from cashg.training.data import PURPOSE_EVAL, BatchSource, SplitData, iteration_loader
+from cashg.training.ema import WeightAverage
 from cashg.training.flat_params import (
     FlatBuffers,
     FlatParameters,
@@ -73,7 +74,7 @@ from cashg.training.flat_params import (
     flat_state,
     per_parameter_state,
 )
-from cashg.training.init import data_scaled_init, offset_scale, position_scale
+from cashg.training.init import data_scaled_init, jump_scale, offset_scale, position_scale
 from cashg.training.packed import float_params, packed_losses
 from cashg.training.schedules import (
     STREAMS,
@@ -188,7 +189,8 @@ class Trainer:
         model = CASHG(model_cfg)
         if cfg.data_init:
             chars = train_data.init_chars()
-            data_scaled_init(model, offset_scale(chars), position_scale(chars))
+            data_scaled_init(model, offset_scale(chars), position_scale(chars),
+                             jump_scale(chars))
         self.model = model.to(self.device)
         # every trainable parameter a view of one flat tensor: the norm, the clip, AdamW and
         # zeroing are one operation each (flat_params); BatchNorm statistics likewise
@@ -196,6 +198,9 @@ class Trainer:
         self.trainable_names = [n for n, _ in trainable]
         self.flat = FlatParameters([p for _, p in trainable])
         self.flat_buffers = FlatBuffers(list(self.model.buffers()))
+        # train.ema_decay: the average the final model.pt samples from (None = the last weights)
+        self.ema = (WeightAverage(cfg.ema_decay, cfg.ema_start) if cfg.ema_decay > 0
+                    else None)
         self.checked_stages: set[int] = set()  # stages whose first step checked unused params
         self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                         else None) if self.dist.distributed else None)
@@ -235,6 +240,11 @@ class Trainer:
             raise ck.CheckpointError(f"{latest}: config hash {extra.get('config_hash')} != "
                                      f"{self.hash}")
         self.model.load_state_dict(payload["state_dict"])
+        if self.ema is not None:
+            try:
+                self.ema.load(extra.get("ema", {}), self.model, self.flat, self.flat_buffers)
+            except (KeyError, ValueError) as exc:
+                raise ck.CheckpointError(f"{latest}: weight average: {exc}") from exc
         try:
             self.opt.load_state_dict(flat_state(extra["optimizer"], self.flat.placement))
         except ValueError as exc:
@@ -278,7 +288,16 @@ class Trainer:
             "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
             "tracking": self.record.state(),
             "log_window": {k: list(v) for k, v in self.window.items()},
+            "ema": (self.ema.state(self.model, self.flat, self.flat_buffers)
+                    if self.ema is not None else {}),
         }
+
+    def sampling_weights(self) -> contextlib.AbstractContextManager:
+        """The weights a final model samples from, in the model for the ``with`` body: the
+        average of ``train.ema_decay`` when there is one, else the last weights."""
+        if self.ema is None:
+            return contextlib.nullcontext()
+        return self.ema.swapped_in(self.flat, self.flat_buffers)
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
         """Write ``ckpt-<iteration>.pt`` (and ``best.pt``) from rank 0; prune old ones."""
@@ -352,6 +371,8 @@ class Trainer:
         else:
             self.opt.step()
             self.nonfinite_run = 0
+            if self.ema is not None:
+                self.ema.update(t + 1, self.flat, self.flat_buffers)
         out = dict(sums)
         out.update({"train/lr": learning_rate(t, cfg), "train/stage": stage,
                     "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),

@@ -63,6 +63,10 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
+    # a second output projection for the points that follow a pen lift inside a character
+    # (the jump to a stroke's start: an H's bar, a B's bowls), its own mixture at the jumps'
+    # scale; off = one head for every point (the paper's). cashg/model/gmm_head.py
+    jump_head: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -206,6 +210,12 @@ class TrainConfig:
     # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs")
     compile: bool = False
     compile_mode: str = "default"
+    # sample from an exponential moving average of the weights (cashg/training/ema.py): 0 = the
+    # last weights; else the average starts as a copy after ema_start iterations and moves
+    # 1 - ema_decay of the way to the weights after every step (model.pt holds the average;
+    # the training itself is unchanged)
+    ema_decay: float = 0.0
+    ema_start: int = 0
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
     eval_interval: int = 5_000
@@ -222,6 +232,10 @@ class TrainConfig:
                                                 "max-autotune-no-cudagraphs")
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
+        if self.ema_start < 0:
+            raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
         if self.compile_mode not in self.compile_modes:
             raise ValueError(f"train.compile_mode must be one of {', '.join(self.compile_modes)}"
                              f", got {self.compile_mode!r}")
