@@ -399,6 +399,32 @@ def style_score_markdown(results: Path, benchmarks: Sequence[str]) -> list[str]:
     return [" ".join(lines), ""]
 
 
+def decoding_curve_markdown(results: Path, experiments: Sequence[str]) -> list[str]:
+    """The decoding curves (``results/decoding_curve/<experiment>/curve.json``): legibility and
+    Style Score on held-out writers against the sampling temperature, so that the reader sees
+    what a neater (colder) decoding costs in style; nothing when no experiment has one."""
+    parts: list[str] = []
+    for exp in experiments:
+        curve = _read_json(results / "decoding_curve" / exp / "curve.json")
+        if not curve or not curve.get("rows"):
+            continue
+        if not parts:
+            parts += ["## Neatness against style (held-out writers)", ""]
+        parts += [f"`{exp}` on {curve.get('lines')} (never the test lines); Style top-1 / top-5"
+                  f" over the {curve.get('scored_lines')} rows of the scored half, against"
+                  f" {len(curve.get('writers', []))} writers (the held-out ones among other"
+                  " train writers). The run decodes at temperature"
+                  f" {curve.get('used_temperature')}; lower is neater.", "",
+                  "| temperature | CER ↓ | WER ↓ | Style top-1 ↑ | Style top-5 ↑ |",
+                  "|--:|--:|--:|--:|--:|"]
+        for r in curve["rows"]:
+            parts.append(f"| {r['temperature']:g} | {format_value(r['CER'], 3)} |"
+                         f" {format_value(r['WER'], 3)} | {format_value(r['STYLE_top1'], 3)} |"
+                         f" {format_value(r['STYLE_top5'], 3)} |")
+        parts.append("")
+    return parts
+
+
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
     """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
     from cashg.core.params import load_params
@@ -525,9 +551,9 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         "",
         *style_score_markdown(results, table2_benchmarks),
         "Runaway lines: scored lines whose ink leaves the line (a drawn point more than 2 line"
-        " heights from the median height of its ink, or a pen-down stroke longer than 16 line"
-        " heights; `cashg/evaluation/runaway.py`, each one named in the experiment's"
-        " `details.json`).",
+        " heights from the median height of its ink, or a pen-down stroke longer than 24 line"
+        " heights, a line height being that of the central 90 % of the line's ink;"
+        " `cashg/evaluation/runaway.py`, each one named in the experiment's `details.json`).",
         "",
         f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)" if ablation_benchmark
         else "## Ablation (layout of the paper's Table 3)",
@@ -551,6 +577,8 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         parts += spread_markdown(spread, ablation, scored)
         parts += scored_on_markdown(results, scored)
         parts += decoding_markdown(results, scored)
+
+    parts += decoding_curve_markdown(results, list(table2))
 
     class_rows = []
     for exp in dict.fromkeys((*table2, *ablation, *experiments)):

@@ -33,10 +33,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from cashg.core.ink import InkFile
 from cashg.core.params import load_section
-from cashg.evaluation.held_out import HeldOutError, held_out_lines, score_held_out
-from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
+from cashg.evaluation.held_out import (
+    HeldOutError,
+    held_out_lines,
+    held_out_scorer,
+    held_out_style,
+    score_held_out,
+)
 from cashg.model.checkpoint import load_model
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
@@ -60,32 +64,6 @@ def _row(label: str, cer: float, wer: float, rates: dict, style: tuple) -> str:
     return f"| {label} | {cer:.3f} | {wer:.3f} | {cells} | {style[0]:.3f} | {style[1]:.3f} |"
 
 
-def _parent(row) -> str:
-    """The line a sentence window was cut from (``<line id>@<offset>``)."""
-    return row.sentence_id.split("@", 1)[0]
-
-
-def held_out_scorer(subsets: Path, gt_path: Path, distractors: int) -> tuple[StyleScorer, list]:
-    """``(scorer, scored rows)``: fitted on the fitting half of the held-out writers' rows and
-    of ``distractors`` other train writers' rows (module docstring)."""
-    from cashg.recognition.data import read_sentence_subset
-
-    with InkFile(gt_path) as f:
-        held = list(f)
-    held_writers = {s.writer_id for s in held}
-    others = sorted({r.writer_id for r in read_sentence_subset(subsets / "train" / "sentence.h5")}
-                    - held_writers)[:distractors]
-    other_rows = [r for r in read_sentence_subset(subsets / "train" / "sentence.h5")
-                  if r.writer_id in set(others)]
-    fitted, scored = split_lines(held, by=_parent)
-    fitted_others, _ = split_lines(other_rows, by=_parent)
-    return fit_scorer(fitted + fitted_others), scored
-
-
-def _style(scorer: StyleScorer, scored: list, generated: dict) -> tuple[float, float]:
-    result = scorer.score([generated[s.sentence_id] for s in scored],
-                          {s.sentence_id: s.writer_id for s in scored})
-    return result.top1, result.top5
 
 
 def main() -> int:
@@ -124,7 +102,7 @@ def main() -> int:
             if args.refs is not None:
                 cfg = dataclasses.replace(cfg, style_refs=args.refs)
             held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu")
-            style = _style(scorer, scored, {s.sentence_id: s for s in held.generated})
+            style = held_out_style(scorer, scored, {s.sentence_id: s for s in held.generated})
             styles.append(style)
             print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates(), style),
                   flush=True)
@@ -138,7 +116,7 @@ def main() -> int:
     floor = error_counts(held.refs, gt_hyps)
     print(_row("ground truth", floor.cer, floor.wer,
                char_class_errors(held.refs, gt_hyps).rates(),
-               _style(scorer, scored, {s.sentence_id: s for s in gts})))
+               held_out_style(scorer, scored, {s.sentence_id: s for s in gts})))
     print(f"lines: {desc}")
     return 0
 

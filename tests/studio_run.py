@@ -64,6 +64,10 @@ def make_tiny_run(root: Path) -> Path:
     (results / "evaluate" / "tiny").mkdir(parents=True)
     (results / "evaluate" / "tiny" / "metrics.json").write_text(json.dumps(
         {"CER": 0.5, "WER": 0.9, "ERR_lower": 0.4, "ERR_lower_gt": 0.1, "ERR_upper": None}))
+    (results / "decoding_curve" / "tiny").mkdir(parents=True)
+    (results / "decoding_curve" / "tiny" / "curve.json").write_text(json.dumps({"rows": [
+        {"temperature": 0.5, "CER": 0.15, "WER": 0.55, "STYLE_top1": 0.39, "STYLE_top5": 0.9},
+        {"temperature": 1.0, "CER": 0.24, "WER": 0.8, "STYLE_top1": 0.41, "STYLE_top5": 0.9}]}))
     return results
 
 

@@ -207,14 +207,14 @@ def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
     dvc = dvc_view(root)
     snake = snakemake_view(root)
     assert diff_views(snake, dvc) == []
-    expected = {"demo_corpus", "report", "recognizer_list"}
+    expected = {"demo_corpus", "report", "recognizer_list", "decoding_curve_list"}
     expected |= {f"recognizer__{bench}" for bench in recognizers}
-    expected |= {f"new_text__{exp}" for exp in new_text}
+    expected |= {f"{stage}__{exp}" for exp in new_text for stage in ("new_text", "decoding_curve")}
     for key in datasets:
         expected |= {f"{stage}__{key}" for stage in ("parse", "summary", "preprocess")}
     for bench in benchmarks:
         expected |= {f"{stage}__{bench}" for stage in
-                     ("subsets", "evaluate_gt", "train", "generate", "evaluate")}
+                     ("subsets", "evaluate_gt", "style_score", "train", "generate", "evaluate")}
     for cell in cells:
         expected |= {f"{stage}__{cell.replace('-', '_')}"
                      for stage in ("train", "generate", "evaluate")}

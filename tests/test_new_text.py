@@ -301,3 +301,38 @@ def test_dag_has_one_new_text_stage_per_listed_experiment(repo_root):
         assert [o.path for o in metrics] == [f"results/new_text/{name}/metrics.json"]
         assert not metrics[0].cache
         assert stage.params["new_text.experiments." + name] == {"benchmark": run.benchmark}
+
+
+def test_decoding_curve_stage_measures_each_temperature(tiny_run, tmp_path, capsys):
+    """decoding_curve@: CER / WER (and the Style Score where the held-out rows allow one) of
+    the held-out writers' rows at each of generate.curve_temperatures, in curve.json and as
+    metrics; the report shows the table."""
+    from cashg.evaluation.decoding_curve import main
+    from cashg.report import decoding_curve_markdown
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["generate"].update(max_char_points=6, curve_temperatures=[0.5, 1.0])
+    params["train"]["val_writers"] = 1
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    root, out = tiny_run["root"], tmp_path / "results" / "decoding_curve" / "tiny"
+    rc = main(["--checkpoint", str(root / "model.pt"), "--subsets", str(tiny_run["subsets"]),
+               "--recognizer", str(root / "recognizer.pt"), "--out", str(out),
+               "--params", str(path), "--threads", "1"])
+    assert rc == 0, capsys.readouterr().err
+    curve = json.loads((out / "curve.json").read_text())
+    assert [r["temperature"] for r in curve["rows"]] == [0.5, 1.0]
+    assert all(0 <= r["CER"] for r in curve["rows"])
+    assert curve["used_temperature"] == params["generate"]["temperature"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {f"T{t}/{k}" for t in ("0.5", "1") for k in
+                            ("CER", "WER", "STYLE_top1", "STYLE_top5")}
+    text = "\n".join(decoding_curve_markdown(tmp_path / "results", ["tiny"]))
+    assert "## Neatness against style (held-out writers)" in text and "| 0.5 |" in text
+    bad = tmp_path / "bad.yaml"
+    params["train"]["val_writers"] = 0
+    bad.write_text(yaml.safe_dump(params, sort_keys=False))
+    assert main(["--checkpoint", str(root / "model.pt"), "--subsets", str(tiny_run["subsets"]),
+                 "--recognizer", str(root / "recognizer.pt"), "--out", str(tmp_path / "x"),
+                 "--params", str(bad)]) == 2
+    assert "never the test split" in capsys.readouterr().err

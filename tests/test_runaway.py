@@ -10,13 +10,19 @@ from preprocessing.subsets.synthetic import synthetic_corpus
 PM, PU, EOC = 0, 1, 3
 
 
+def _letter(x0):
+    """A small letter as a dense loop (40 points, 0.2 to 0.8 high), starting at ``x0``."""
+    t = np.linspace(0, 2 * np.pi, 40)
+    return np.stack([x0 + 0.15 * (1 - np.cos(t)), 0.5 - 0.3 * np.sin(t)], 1).tolist()
+
+
 def _line(sid, extra_xy=(), space_y=0.5):
-    """'ab c': two small letters, a space, one letter; ``extra_xy`` appended to c's stroke."""
-    xy = [[0.0, 0.2], [0.2, 0.8], [0.3, 0.2], [0.4, 0.2], [0.6, 0.9], [0.7, 0.3],
-          [0.7, space_y], [1.0, space_y], [1.0, 0.2], [1.2, 0.8], *extra_xy]
-    pen = [PM, PM, EOC, PM, PM, EOC, PM, EOC] + [PM] * (2 + len(extra_xy))
+    """'ab c': two letters, a space, one letter; ``extra_xy`` appended to c's stroke."""
+    xy = [*_letter(0.0), *_letter(0.35), [0.7, space_y], [1.0, space_y], *_letter(1.0),
+          *extra_xy]
+    pen = [PM] * 39 + [EOC] + [PM] * 39 + [EOC] + [PM, EOC] + [PM] * (40 + len(extra_xy))
     pen[-1] = EOC
-    ci = [0, 0, 0, 1, 1, 1, 2, 2] + [3] * (2 + len(extra_xy))
+    ci = [0] * 40 + [1] * 40 + [2, 2] + [3] * (40 + len(extra_xy))
     return make_sentence(sid, "w", "ab c", np.array(xy), np.array(pen), np.array(ci))
 
 
@@ -32,10 +38,20 @@ def test_ink_far_above_the_line_runs_away_and_says_how_far():
 
 def test_a_very_long_stroke_runs_away():
     # a stroke sweeping right and back along the line: never off the band, 20 heights long
-    sweep = [[1.2 + 10.0 * (k % 2), 0.5] for k in range(1, 3)]
+    sweep = [[1.0 + 10.0 * (k % 2), 0.5] for k in range(1, 3)]
     why = line_runaway(_line("long", extra_xy=sweep))
     assert why is not None and "stroke" in why and "long" in why
-    assert line_runaway(_line("long", extra_xy=sweep), max_stroke=25.0) is None
+    assert line_runaway(_line("long", extra_xy=sweep), max_stroke=60.0) is None
+
+
+def test_a_line_is_measured_in_its_own_heights_whatever_its_units():
+    # an imported method's lines in pixels: the same verdicts as in height-1 units
+    def scaled(s, k):
+        return make_sentence(s.sentence_id, s.writer_id, s.text, s.xy * k, s.pen, s.char_index)
+
+    for line in (_line("ok"), _line("high", extra_xy=[[1.3, -2.8]])):
+        assert (line_runaway(scaled(line, 66.0)) is None) == (line_runaway(line) is None)
+    assert line_runaway(scaled(_line("ok"), 66.0)) is None
 
 
 def test_space_pseudo_points_are_not_ink():

@@ -85,6 +85,10 @@ def test_info_lists_writers_alphabet_decoding_and_limits(client):
     assert info["decoding"]["temperature"] == 0.8
     assert info["decoding"]["neatness"] == pytest.approx(0.4)
     assert info["limits"]["max_text_chars"] == 80
+    # what neatness costs in style: the run's decoding curve as slider positions, neat last
+    assert info["decoding_curve"] == [
+        {"temperature": 1.0, "neatness": 0.0, "CER": 0.24, "STYLE_top1": 0.41},
+        {"temperature": 0.5, "neatness": 1.0, "CER": 0.15, "STYLE_top1": 0.39}]
     page = client.get("/")
     assert page.status_code == 200 and "studio.js" in page.text
     for asset in ("/static/studio.js", "/static/studio.css"):

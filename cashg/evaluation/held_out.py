@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cashg.core.config.model import GenerateConfig
-from cashg.core.ink import write_ink
+from cashg.core.ink import InkFile, InkSentence, write_ink
+from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
 from cashg.generation.split import generate_split
 from cashg.recognition.data import read_sentence_subset
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import ClassErrors, ErrorCounts, char_class_errors, error_counts
 from cashg.training.data import held_out_writers
 
-__all__ = ["HeldOutError", "HeldOutScore", "held_out_lines", "score_held_out"]
+__all__ = ["HeldOutError", "HeldOutScore", "held_out_lines", "held_out_scorer", "held_out_style",
+           "score_held_out"]
 
 
 class HeldOutError(ValueError):
@@ -71,3 +73,34 @@ def score_held_out(model, cfg, opts: GenerateConfig, gt_path: Path, style_path: 
     hyps = recognizer.transcribe(pred)
     return (HeldOutScore(refs, hyps, error_counts(refs, hyps), char_class_errors(refs, hyps),
                          pred), gts)
+
+
+def _parent(row: InkSentence) -> str:
+    """The line a sentence window was cut from (``<line id>@<offset>``)."""
+    return row.sentence_id.split("@", 1)[0]
+
+
+def held_out_scorer(subsets: Path, gt_path: Path,
+                    distractors: int = 7) -> tuple[StyleScorer, list[InkSentence]]:
+    """``(scorer, scored rows)`` of the held-out Style Score: a writer classifier
+    (:mod:`cashg.evaluation.style_score`) fitted on the real rows of the held-out writers
+    (``gt_path``) whose source line hashes to the fitting half, plus those of ``distractors``
+    other train writers (the first by id: ten writers in all by default, as many as the demo's
+    test split has); it is to name the writer of each generated row of the scored half."""
+    with InkFile(gt_path) as f:
+        held = list(f)
+    held_writers = {s.writer_id for s in held}
+    train_rows = read_sentence_subset(subsets / "train" / "sentence.h5")
+    others = set(sorted({r.writer_id for r in train_rows} - held_writers)[:distractors])
+    fitted, scored = split_lines(held, by=_parent)
+    fitted_others, _ = split_lines([r for r in train_rows if r.writer_id in others], by=_parent)
+    return fit_scorer(fitted + fitted_others), scored
+
+
+def held_out_style(scorer: StyleScorer, scored: Sequence[InkSentence],
+                   lines: dict[str, InkSentence]) -> tuple[float, float]:
+    """``(top-1, top-5)`` of ``lines`` (sentence id -> line) at the ``scored`` rows, each
+    against its row's writer."""
+    result = scorer.score([lines[s.sentence_id] for s in scored],
+                          {s.sentence_id: s.writer_id for s in scored})
+    return result.top1, result.top5

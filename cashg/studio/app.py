@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 
 from cashg.recognition.scoring import CHAR_CLASSES  # the ERR_<class> keys of metrics.json
 from cashg.studio.admission import Gate, QueueFull
-from cashg.studio.decoding import neatness_for, request_options
+from cashg.studio.decoding import neatness_costs, neatness_for, request_options
 from cashg.studio.engine import Engine, Stopped, Written
 from cashg.studio.limits import Limits
 from cashg.studio.lines import FORMATS, LineStore, export
@@ -110,6 +110,7 @@ def create_app(studio: Studio) -> FastAPI:
                 "space_mode": tuned.space_mode, "lift_mode": tuned.lift_mode,
                 "seed": tuned.seed, "params": str(run.params) if run.params else None},
             "limits": limits.public(), "queue": gate.state(),
+            "decoding_curve": neatness_costs(run.decoding_curve(studio.experiment)),
         }
 
     @app.get("/api/writer.png")

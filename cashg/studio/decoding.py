@@ -45,3 +45,20 @@ def request_options(tuned: SamplingOptions, neatness: float | None, seed: int,
     return dataclasses.replace(tuned, temperature=temperature, seed=int(seed),
                                max_char_points=min(tuned.max_char_points, max_char_points),
                                use_cache=True)
+
+
+def neatness_costs(rows: list[dict] | None) -> list[dict] | None:
+    """The run's decoding curve (:mod:`cashg.evaluation.decoding_curve`: CER and Style Score
+    on held-out writers per temperature) as slider positions, neat end last: what the page
+    tells the user a neater line costs in style. None without a curve."""
+    if not rows:
+        return None
+    out = []
+    for r in rows:
+        try:
+            t = float(r["temperature"])
+            out.append({"temperature": t, "neatness": round(neatness_for(t), 3),
+                        "CER": r.get("CER"), "STYLE_top1": r.get("STYLE_top1")})
+        except (KeyError, TypeError, ValueError):
+            continue
+    return sorted(out, key=lambda r: r["neatness"]) or None

@@ -60,6 +60,18 @@ class Run:
         except (OSError, ValueError):
             return None
 
+    def decoding_curve(self, experiment: str) -> list[dict] | None:
+        """The rows of ``decoding_curve/<experiment>/curve.json`` (temperature, CER, WER,
+        STYLE_top1, STYLE_top5 on held-out writers), or None when absent or unreadable."""
+        if self.root is None or experiment not in self.checkpoints:
+            return None
+        p = self.root / "decoding_curve" / experiment / "curve.json"
+        try:
+            rows = json.loads(p.read_text(encoding="utf-8"))["rows"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return rows if isinstance(rows, list) else None
+
     def picture(self, experiment: str, kind: str) -> Path | None:
         """``<stage>/<experiment>/lines.png`` for a kind of :data:`PICTURES`."""
         if self.root is None or experiment not in self.checkpoints or kind not in PICTURES:

@@ -293,6 +293,9 @@ class GenerateConfig(SamplingOptions):
     batch_size: int = 64  # sentences decoded together (rows advance independently)
     plot_lines: int = 4
     limit: int = 0  # generate only the first N sentences of the split (0 = all)
+    # the decoding curve (stage decoding_curve@<experiment>, cashg/evaluation/decoding_curve.py):
+    # legibility and Style Score on held-out writers at these temperatures, the rest as above
+    curve_temperatures: tuple[float, ...] = (0.5, 0.7, 1.0)
 
     # keys of earlier versions -> where they live now (cashg.core.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"n_refs": "model.style_refs"}

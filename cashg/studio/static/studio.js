@@ -30,6 +30,12 @@ async function loadInfo() {
   $("tuned-label").textContent = "▲ tuned (temperature " + info.decoding.temperature + ")";
   $("tuned-label").style.left = (info.decoding.neatness * 100).toFixed(1) + "%";
   $("seed").value = info.decoding.seed;
+  if (info.decoding_curve) {
+    // what neatness costs in style, measured on held-out writers by the pipeline
+    $("neat-cost").textContent = "Held-out writers: " + info.decoding_curve.map((r) =>
+      "temperature " + r.temperature + ": misread " + Math.round(100 * r.CER) +
+      " % of characters, style recognised " + Math.round(100 * r.STYLE_top1) + " %").join(" · ");
+  }
   updateTemperature();
   updateCount();
   const box = $("writers");
