@@ -19,7 +19,7 @@ from typing import Any
 
 from cashg.core.params import ParamsError, load_section
 
-__all__ = ["listed_recognizer", "main"]
+__all__ = ["listed_recognizer", "listing_main", "main"]
 
 
 def listed_recognizer(recognizer: Path | None, if_listed: str | None,
@@ -35,20 +35,29 @@ def listed_recognizer(recognizer: Path | None, if_listed: str | None,
     return recognizer if if_listed in params["recognizer"].benchmarks else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def listing_main(argv: list[str] | None, description: str, section: str, attribute: str,
+                 key: str, label: str) -> int:
+    """A listing stage's body: ``--params`` / ``--out``; writes ``{key: [...]}``, the names of
+    ``<section>.<attribute>`` (``label`` starts its messages). Also the body of
+    :mod:`cashg.evaluation.curve_listing`."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     try:
-        names = list(load_section("recognizer", args.params).benchmarks)
+        names = list(getattr(load_section(section, args.params), attribute))
     except ParamsError as exc:
-        print(f"recognizer list: {exc}", file=sys.stderr)
+        print(f"{label}: {exc}", file=sys.stderr)
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"benchmarks": names}, indent=2) + "\n")
-    print(f"recognizer list: {', '.join(names) or 'no benchmark'} -> {args.out}")
+    args.out.write_text(json.dumps({key: names}, indent=2) + "\n")
+    print(f"{label}: {', '.join(names) or 'none'} -> {args.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return listing_main(argv, __doc__.splitlines()[0], "recognizer", "benchmarks", "benchmarks",
+                        "recognizer list")
 
 
 if __name__ == "__main__":
