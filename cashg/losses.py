@@ -130,12 +130,27 @@ def pen_point_nll(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
     return pen_point_nll_at(logits, target, flat_rows(mask), class_weights)
 
 
+_CONSTANTS: dict[tuple, torch.Tensor] = {}
+
+
+def constant(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
+    """``torch.tensor(values)`` with ``like``'s dtype and device. On a GPU it is made once and
+    kept: a host-to-device copy is not allowed inside a CUDA graph capture
+    (:mod:`cashg.training.graphed`); the step's first, eager run makes it. The same values."""
+    if not like.is_cuda or torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=like.dtype, device=like.device)
+    key = (tuple(values), like.dtype, str(like.device))
+    if key not in _CONSTANTS:
+        _CONSTANTS[key] = torch.tensor(values, dtype=like.dtype, device=like.device)
+    return _CONSTANTS[key]
+
+
 def pen_point_nll_at(logits: torch.Tensor, target: torch.Tensor, rows: torch.Tensor,
                      class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS) -> torch.Tensor:
     """:func:`pen_point_nll` at ``rows`` (N,) of the flattened leading dimensions."""
     lg = logits.reshape(-1, logits.shape[-1]).index_select(0, rows)
     y = target.reshape(-1).index_select(0, rows)
-    w = torch.tensor(class_weights, dtype=lg.dtype, device=lg.device)
+    w = constant(class_weights, lg)
     return w[y] * -F.log_softmax(lg, dim=-1).gather(-1, y[:, None]).squeeze(-1)
 
 
@@ -218,7 +233,7 @@ def vdl_from_offsets(
 def vdl_terms(pred: torch.Tensor, gt: torch.Tensor,
               weights: tuple[float, float, float] = VDL_WEIGHTS) -> torch.Tensor:
     """(N,) each boundary's weighted squared offset error (the terms Eq. vdl averages)."""
-    w = torch.tensor(weights, dtype=pred.dtype, device=pred.device)
+    w = constant(weights, pred)
     return ((pred - gt) ** 2 * w).sum(-1)
 
 

@@ -1,7 +1,7 @@
 """train.compile: the compiled step computes the eager step's losses and gradients.
 
 The packed step given its plan (cashg.training.packed.step_losses) is traced by dynamo as one
-graph without breaks (scripts/explain_compile.py prints it for the demo profile); here the
+graph without breaks (scripts/measure/explain_compile.py prints it for the demo profile); here the
 same training step runs eagerly and compiled (inductor, CPU) on the tiny model, from the same
 parameters and random state, in stage 1 and stage 3, and everything the step logs and every
 gradient must agree. A compiler that fails makes the step fall back to eager with a warning.
@@ -158,10 +158,10 @@ def test_the_compiled_step_mutates_only_static_batchnorm_buffers(subsets: Path, 
     """CUDA graphs (train.compile_mode=reduce-overhead) keep a graph only if every input it
     writes in place is static (a parameter or buffer): here the only mutated inputs of the
     stage-3 step are the style CNN's BatchNorm buffers, all static
-    (scripts/compile_mutations.py prints the same for the demo profile, and on a GPU)."""
+    (scripts/measure/compile_mutations.py prints the same for the demo profile, and on a GPU)."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "measure"))
     from compile_mutations import mutated_inputs
 
     trainer = trainer_for(subsets, tmp_path, CFG)

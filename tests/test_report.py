@@ -295,7 +295,7 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
 def test_paper_profile_decodes_greedily_and_demo_samples_sharpened(repo_root):
     """The paper profile generates the tables with the authors' greedy decoding; the demo keeps
     stochastic sampling at temperature 0.5, no sampling bias (chosen on held-out writers with
-    scripts/heldout_legibility.py; its params comment gives the figures)."""
+    scripts/measure/heldout_legibility.py; its params comment gives the figures)."""
     from cashg.core.params import load_params
 
     paper = load_params(repo_root / "params.paper.yaml")["generate"]

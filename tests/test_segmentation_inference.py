@@ -331,7 +331,7 @@ def test_script_reports_the_agreement_of_ground_truth_lines(tmp_path, capsys):
     rec = tmp_path / "recognizer.pt"
     _tiny_recognizer().save(rec)
     spec = importlib.util.spec_from_file_location(
-        "segmentation_agreement", REPO / "scripts" / "segmentation_agreement.py")
+        "segmentation_agreement", REPO / "scripts" / "measure" / "segmentation_agreement.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     out = tmp_path / "agreement.json"

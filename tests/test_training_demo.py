@@ -187,7 +187,7 @@ def test_identity_conditioning_is_learnt(subsets):
 
 
 def test_bench_train_script_runs_the_demo_profile():
-    """scripts/bench_train.py prints iterations per second (it must keep up with the demo
+    """scripts/measure/bench_train.py prints iterations per second (it must keep up with the demo
     profile's options, e.g. train.data_init)."""
     import os
     import subprocess
@@ -195,7 +195,7 @@ def test_bench_train_script_runs_the_demo_profile():
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root))  # this checkout's packages, not an install's
-    res = subprocess.run([sys.executable, "scripts/bench_train.py", "--profile", "demo",
+    res = subprocess.run([sys.executable, "scripts/measure/bench_train.py", "--profile", "demo",
                           "--iters", "1", "--stages", "1", "--threads", "1"],
                          cwd=root, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -56,7 +56,7 @@ Method, per line (``xy`` (N, 2), ``lift`` (N,), ``text``):
    validation writers (train split), not on the test lines.
 
 :func:`segmentation_agreement` measures how close an inferred segmentation comes to a true
-one (``scripts/segmentation_agreement.py`` runs it on ground-truth lines whose segmentation
+one (``scripts/measure/segmentation_agreement.py`` runs it on ground-truth lines whose segmentation
 was removed).
 """
 

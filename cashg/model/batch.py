@@ -13,6 +13,7 @@ sentence window whose first character is context only); by default every charact
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
@@ -141,6 +142,38 @@ def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
         return batches[0]
     s = max(b.pen.shape[1] for b in batches)
     t = max(b.pen.shape[2] for b in batches)
+    batches = [pad_batch(b, s, t) for b in batches]
+    labels = None
+    if any(b.glyph_labels is not None for b in batches):
+        labels = torch.cat([
+            b.glyph_labels if b.glyph_labels is not None else torch.arange(
+                b.style_images.shape[0] * b.style_images.shape[1],
+                device=b.style_images.device).reshape(b.style_images.shape[:2])
+            for b in batches])
+    return CharSequenceBatch(
+        codepoints=torch.cat([b.codepoints for b in batches]),
+        char_mask=torch.cat([b.char_mask for b in batches]),
+        deltas=torch.cat([b.deltas for b in batches]),
+        pen=torch.cat([b.pen for b in batches]),
+        point_mask=torch.cat([b.point_mask for b in batches]),
+        style_images=torch.cat([b.style_images for b in batches]),
+        writer_ids=torch.cat([b.writer_ids for b in batches]),
+        target_mask=torch.cat([b.target_mask for b in batches]),
+        glyph_labels=labels,
+    )
+
+
+def pad_batch(batch: CharSequenceBatch, s: int, t: int) -> CharSequenceBatch:
+    """``batch`` padded with zeros / False to ``s`` characters of ``t`` points (the padding
+    is invalid everywhere: no character, no point, no target); itself when it has that shape.
+    How a packed step joins micro-batches, and how a static-shape step
+    (:mod:`cashg.model.static_shapes`) reaches one of a few sizes."""
+    b_s, b_t = batch.pen.shape[1:]
+    if (b_s, b_t) == (s, t):
+        return batch
+    if s < b_s or t < b_t:
+        raise ValueError(f"pad_batch: cannot pad a batch of {b_s} characters x {b_t} points "
+                         f"to {s} x {t}")
 
     def padded(x: torch.Tensor, dims: int) -> torch.Tensor:
         """x padded with zeros/False to S (and T) in its dims 1 (and 2)."""
@@ -150,21 +183,7 @@ def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
             pad += [0, widths[i - 1]] if 1 <= i <= dims else [0, 0]
         return torch.nn.functional.pad(x, pad)
 
-    labels = None
-    if any(b.glyph_labels is not None for b in batches):
-        labels = torch.cat([
-            b.glyph_labels if b.glyph_labels is not None else torch.arange(
-                b.style_images.shape[0] * b.style_images.shape[1],
-                device=b.style_images.device).reshape(b.style_images.shape[:2])
-            for b in batches])
-    return CharSequenceBatch(
-        codepoints=torch.cat([padded(b.codepoints, 1) for b in batches]),
-        char_mask=torch.cat([padded(b.char_mask, 1) for b in batches]),
-        deltas=torch.cat([padded(b.deltas, 2) for b in batches]),
-        pen=torch.cat([padded(b.pen, 2) for b in batches]),
-        point_mask=torch.cat([padded(b.point_mask, 2) for b in batches]),
-        style_images=torch.cat([b.style_images for b in batches]),
-        writer_ids=torch.cat([b.writer_ids for b in batches]),
-        target_mask=torch.cat([padded(b.target_mask, 1) for b in batches]),
-        glyph_labels=labels,
-    )
+    return dataclasses.replace(
+        batch, codepoints=padded(batch.codepoints, 1), char_mask=padded(batch.char_mask, 1),
+        deltas=padded(batch.deltas, 2), pen=padded(batch.pen, 2),
+        point_mask=padded(batch.point_mask, 2), target_mask=padded(batch.target_mask, 1))

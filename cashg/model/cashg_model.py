@@ -126,6 +126,22 @@ class CASHG(nn.Module):
         return ForwardPlan(win, None if reference else Packing.of(win.valid),
                            self.text.plan(batch.codepoints, batch.char_mask))
 
+    def static_plan(self, batch: CharSequenceBatch, groups: Sequence[int], windows: torch.Tensor,
+                    n_windows: int, length: int, unique_size: int) -> ForwardPlan:
+        """:meth:`plan` of ``windows`` (B, S) with every size a function of the batch's shape
+        (B, S, T), ``n_windows``, ``length`` and ``unique_size`` alone
+        (:mod:`cashg.model.static_shapes`): the windows padded with dummy ones to
+        ``n_windows``, each ``length`` tokens long (at least the longest,
+        :func:`~cashg.model.plan.longest_window`), run by the padded decoder; the text states
+        of ``unique_size`` code points; the glyph views drawn. The dummy windows' predictions
+        are dropped."""
+        b, s, t = batch.pen.shape
+        win = WindowPlan.of(batch.point_mask.sum(-1), batch.char_mask, t, windows,
+                            self.cfg.bi_swt, length=length)
+        return ForwardPlan(win.padded(n_windows, b * s, t), None,
+                           self.text.plan(batch.codepoints, batch.char_mask, unique_size),
+                           self.style.draw_views(groups, batch.pen.device))
+
     def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
                 targets_only: bool = False, reference: bool = False,
                 windows: torch.Tensor | None = None,
@@ -143,7 +159,7 @@ class CASHG(nn.Module):
         b, s, t = batch.pen.shape
         if plan is None:
             plan = self.plan(batch, targets_only, reference, windows)
-        style = self.style(batch.style_images, groups)
+        style = self.style(batch.style_images, groups, plan.views)
         identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
         points = self.decoder.embed_chars(batch.deltas, batch.pen)  # (B, S, T, D)
         win = self.windows_of_plan(identity, points, plan.windows)
@@ -163,7 +179,7 @@ class CASHG(nn.Module):
             lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
             after_lift = take_rows(lifted.flatten(0, 1), win.batch_index * s + win.char_index)
         p = self.head(h_out, after_lift)  # over (W, T)
-        params = _scatter_params(p, win.batch_index, win.char_index, (b, s, t))
+        params = _scatter_params(p, plan.windows.target, (b, s, t))
         gates = None
         if return_gates and gate is not None:
             g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
@@ -172,13 +188,15 @@ class CASHG(nn.Module):
         return ModelOutput(params, style, gates)
 
 
-def _scatter_params(p: MixtureParams, bw, sw, shape) -> MixtureParams:
-    """Place per-window (W, T, ...) parameters into (B, S, T, ...); padding gets safe values."""
+def _scatter_params(p: MixtureParams, target: torch.Tensor, shape) -> MixtureParams:
+    """Place per-window (W, T, ...) parameters into (B, S, T, ...) at each window's flat (B*S)
+    row ``target`` (W,) (row B*S: a dummy window's, dropped); padding gets safe values."""
+    b, s, t = shape
 
     def put(x: torch.Tensor, fill: float) -> torch.Tensor:
-        out = x.new_full(shape + x.shape[2:], fill)
-        out[bw, sw] = x
-        return out
+        out = x.new_full((b * s + 1, t, *x.shape[2:]), fill)
+        out[target] = x
+        return out[:-1].view(*shape, *x.shape[2:])
 
     return MixtureParams(put(p.log_pi, 0.0), put(p.mu, 0.0), put(p.sigma, 1.0), put(p.rho, 0.0),
                          put(p.pen_logits, 0.0))

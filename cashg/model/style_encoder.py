@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cashg.core.config.model import ModelConfig
+from cashg.model.plan import GlyphViews
 
 
 class BasicBlock(nn.Module):
@@ -110,10 +111,12 @@ class StyleEncoder(nn.Module):
         self.writer_proj = _projection(d, cfg.supcon_dim)
         self.glyph_proj = _projection(d, cfg.supcon_dim)
 
-    def forward(self, images: torch.Tensor, groups: Sequence[int] | None = None) -> StyleOutput:
+    def forward(self, images: torch.Tensor, groups: Sequence[int] | None = None,
+                views: GlyphViews | None = None) -> StyleOutput:
         """``groups``: the sizes of consecutive groups of samples that a packed training step
         joined (its micro-batches, in order); each keeps what it would get alone: its own
-        BatchNorm statistics (the trunk runs per group) and its own glyph-view patch draw."""
+        BatchNorm statistics (the trunk runs per group) and its own glyph-view patch draw.
+        ``views``: that draw, made beforehand (:meth:`draw_views`; a replayed step)."""
         b, r, h, w = images.shape
         if (h, w) != (self.image_size, self.image_size):
             raise ValueError(f"style images must be {self.image_size}x{self.image_size}, got {h}x{w}")
@@ -130,14 +133,16 @@ class StyleEncoder(nn.Module):
         writer_embed = F.normalize(
             self.writer_proj(writer_memory.reshape(b, r, n, d).mean(dim=2)), dim=-1
         )  # (B, R, P)
-        glyph_embed = F.normalize(self.glyph_proj(self._glyph_views(glyph_memory, groups)),
-                                  dim=-1)  # (B, R, 2, P)
+        pooled = (self._glyph_views(glyph_memory, groups) if views is None
+                  else self._pick_views(glyph_memory, views.perms, views.group_of))
+        glyph_embed = F.normalize(self.glyph_proj(pooled), dim=-1)  # (B, R, 2, P)
         return StyleOutput(writer_memory, glyph_memory, writer_embed, glyph_embed)
 
     def trunk(self, images: torch.Tensor, sizes: list[int]) -> torch.Tensor:
         """The CNN over images (N, 1, H, W) in consecutive groups of ``sizes`` images, one call
         per group so that each gets its own BatchNorm statistics -> (N, C, s, s).
-        (``scripts/style_trunk_share.py`` measures a one-call alternative.)"""
+        (One call with per-group BatchNorm statistics was slower on a CPU and a GPU alike:
+        docs/performance.md.)"""
         if len(sizes) == 1:
             return self.cnn(images)
         return torch.cat([self.cnn(x) for x in images.split(sizes)])
@@ -155,10 +160,28 @@ class StyleEncoder(nn.Module):
             perm = torch.randperm(n, device=dev) if self.training else torch.arange(n, device=dev)
             return torch.stack([g[:, :, perm[:half]].mean(2), g[:, :, perm[-half:]].mean(2)],
                                dim=2)
-        perms = torch.stack([torch.randperm(n, device=dev) if self.training else
-                             torch.arange(n, device=dev) for _ in groups])  # (G, n)
+        views = self.draw_views(groups, dev)
+        return self._pick_views(glyph_memory, views.perms, views.group_of)
+
+    def draw_views(self, groups: Sequence[int], device: torch.device) -> GlyphViews:
+        """The glyph-view draw of a forward over micro-batches of ``groups`` samples: one
+        random permutation of the glyph tokens per group in training, the identity in
+        evaluation; the same random numbers in the same order as the forward would draw."""
+        n = self.n_tokens
+        perms = torch.stack([torch.randperm(n, device=device) if self.training else
+                             torch.arange(n, device=device) for _ in groups])  # (G, n)
         group_of = torch.tensor([k for k, size in enumerate(groups) for _ in range(size)],
-                                device=dev)  # (B,) from the Python sizes: no sync
+                                device=device)  # (B,) from the Python sizes: no sync
+        return GlyphViews(perms, group_of)
+
+    def _pick_views(self, glyph_memory: torch.Tensor, perms: torch.Tensor,
+                    group_of: torch.Tensor) -> torch.Tensor:
+        """(B, R, 2, D): the two views of each reference under each group's permutation
+        ``perms`` (G, n) (``group_of`` (B,) each sample's group)."""
+        b, n = glyph_memory.shape[0], self.n_tokens
+        r, d = glyph_memory.shape[1] // n, glyph_memory.shape[2]
+        half = max(1, n // 2)
+        g = glyph_memory.reshape(b, r, n, d)
         per_sample = perms[group_of]  # (B, n)
         idx = torch.cat([per_sample[:, :half], per_sample[:, -half:]], 1)  # (B, 2 half)
         picked = torch.gather(g, 2, idx[:, None, :, None].expand(b, r, 2 * half, d))

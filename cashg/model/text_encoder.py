@@ -111,6 +111,9 @@ class TextPlan:
     inverse: torch.Tensor
     identity_states: torch.Tensor
     char_states: torch.Tensor | None
+    # (K,) float: 1 at a valid character, 0 at padding (a static-shape plan's ``rows`` are
+    # every (B*S) position, so that K is B*S; the padding's identities are multiplied by 0)
+    valid: torch.Tensor | None = None
 
 
 class CharacterContextEncoder(nn.Module):
@@ -196,17 +199,36 @@ class CharacterContextEncoder(nn.Module):
         )  # (U, 3)
         return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool)).mean(dim=1)
 
-    def plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> TextPlan | None:
+    def plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+             unique_size: int | None = None) -> TextPlan | None:
         """The frozen backbone's states of a batch (:class:`TextPlan`), for a forward without
         look-ups (:mod:`cashg.model.plan`); None for a trained backbone, whose states must be
-        computed inside the forward (they need gradients)."""
+        computed inside the forward (they need gradients). ``unique_size``: a static-shape
+        plan, its code points padded to that many (repeating the last) and its rows every
+        position of the batch (the padding's identity multiplied by 0: the same values)."""
         if not self.frozen:
             return None
+        if unique_size is not None:
+            return self._static_plan(codepoints, char_mask, unique_size)
         unique, rows, inverse = self._unique_codes(codepoints, char_mask)
         states = self.identity_states(unique) if len(unique) else \
             self.f_id[0].weight.new_zeros(0, self.backbone.config.hidden_size)
         chars = self.char_states(codepoints, char_mask) if self.context_used else None
         return TextPlan(unique, rows, inverse, states, chars)
+
+    def _static_plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                     unique_size: int) -> TextPlan:
+        valid = char_mask.reshape(-1)
+        unique, inverse = torch.unique(codepoints.reshape(-1)[valid], return_inverse=True)
+        if len(unique) == 0 or len(unique) > unique_size:
+            raise ValueError(f"a static text plan of {unique_size} code points for a batch of "
+                             f"{len(unique)} distinct ones")
+        unique = torch.cat([unique, unique[-1:].expand(unique_size - len(unique))])
+        every = torch.zeros_like(codepoints.reshape(-1))  # padding -> code point 0's row
+        every[valid] = inverse
+        chars = self.char_states(codepoints, char_mask) if self.context_used else None
+        return TextPlan(unique, torch.arange(len(every), device=every.device), every,
+                        self.identity_states(unique), chars, valid.to(torch.float32))
 
     @staticmethod
     def _unique_codes(codepoints: torch.Tensor, char_mask: torch.Tensor):
@@ -236,7 +258,10 @@ class CharacterContextEncoder(nn.Module):
         e_id = self.f_id(states)  # (U, D)
         code = self.P(self.phi(unique % self.code_table_size))  # (U, D)
         e_tilde = e_id + self.alpha * code
-        return out.index_put((rows,), e_tilde[inverse].to(out.dtype)).view(b, s, d)
+        values = e_tilde[inverse]  # (K, D)
+        if plan is not None and plan.valid is not None:
+            values = values * plan.valid[:, None].to(values.dtype)
+        return out.index_put((rows,), values.to(out.dtype)).view(b, s, d)
 
     def char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
         """(B, S, Hb) backbone states of each sentence's characters (``[CLS] text [SEP]``,

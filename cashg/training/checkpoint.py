@@ -49,6 +49,7 @@ RESUME_NEUTRAL = frozenset({
     "total_iters", "log_interval", "eval_interval", "eval_batches", "sample_lines",
     "sample_max_chars", "checkpoint_interval", "keep_last", "max_nonfinite_steps",
     "compile", "compile_mode",  # the same computation, compiled or not
+    "static_shapes", "cuda_graphs",  # the same losses, padded or replayed (float rounding)
 })
 
 

@@ -3,7 +3,7 @@
 What is compiled is :func:`cashg.training.packed.step_losses`, the forward and the losses of
 a step given its plan (:class:`~cashg.training.packed.StepPlan`): every data-dependent index
 is computed before it, so dynamo traces it as one graph without breaks
-(``scripts/explain_compile.py``); its backward is compiled with it (AOTAutograd). The
+(``scripts/measure/explain_compile.py``); its backward is compiled with it (AOTAutograd). The
 optimizer step is one fused kernel on one flat tensor already (:mod:`cashg.training.flat_params`).
 
 Shapes change from step to step (windows, tokens, points); dynamo's automatic dynamic shapes

@@ -31,9 +31,10 @@ from cashg.losses import (
     most_probable_mean,
     space_gap_points,
 )
-from cashg.model.batch import CharSequenceBatch, concat_batches
+from cashg.model.batch import CharSequenceBatch, concat_batches, pad_batch
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.plan import ForwardPlan
+from cashg.model.plan import ForwardPlan, longest_window
+from cashg.model.static_shapes import ShapeLadder
 
 
 def float_params(p: MixtureParams) -> MixtureParams:
@@ -51,7 +52,9 @@ class StepPlan:
     the scored points (flat (B*S*T) positions), point_group (N,) their micro-batch, x_only
     (N,) bool the points scored by the x marginal (None: option off); bound_rows (M,) /
     bound_group (M,): the VDL boundaries (flat (B*(S-1)) positions) and their micro-batch
-    (None: no micro-batch has a VDL)."""
+    (None: no micro-batch has a VDL). padded: a static-shape plan (:func:`static_step_inputs`):
+    the rows are every point / boundary, those no loss reads in group G (one past the last
+    micro-batch), whose means are dropped."""
 
     forward: ForwardPlan
     sample_group: torch.Tensor
@@ -60,6 +63,7 @@ class StepPlan:
     x_only: torch.Tensor | None
     bound_rows: torch.Tensor | None
     bound_group: torch.Tensor | None
+    padded: bool = False
 
 
 def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int],
@@ -87,6 +91,45 @@ def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int]
                     sample_group[rows // (s * t)], x_only, bound_rows, bound_group)
 
 
+def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int],
+                       use_vdl: list[bool], cfg: TrainConfig, ladder: ShapeLadder,
+                       stage: int) -> tuple[CharSequenceBatch, StepPlan]:
+    """The batch padded to its stage's sizes on ``ladder`` (characters, points per character,
+    distinct code points, decoder windows and their length) and its :class:`StepPlan` of
+    static sizes (``padded``): every tensor's shape a function of those five sizes
+    (:mod:`cashg.model.static_shapes`)."""
+    net = getattr(model, "module", model)  # DDP wraps the model
+    b, s0, t0 = batch.pen.shape
+    n_codes = int(torch.unique(batch.codepoints[batch.char_mask]).numel())
+    s = ladder.fit(f"{stage}/S", max(s0, 2))  # S >= 2: a (B, S-1) boundary grid of one row
+    t = ladder.fit(f"{stage}/T", t0)
+    batch = pad_batch(batch, s, t)
+    dev = batch.pen.device
+    n = len(sizes)
+    group_of = [g for g, k in enumerate(sizes) for _ in range(k)]
+    sample_group = torch.tensor(group_of, device=dev)  # (B,)
+    dropped = torch.full_like(sample_group, n)
+    mask = (batch.point_mask & batch.target_mask[..., None]).reshape(b, -1)  # (B, S*T)
+    point_group = torch.where(mask, sample_group[:, None], dropped[:, None]).reshape(-1)
+    x_only = (space_gap_points(batch.codepoints, t).reshape(-1) if cfg.space_gap_x_only
+              else None)
+    bound_rows = bound_group = None
+    vdl_sample = torch.tensor([use_vdl[g] for g in group_of], device=dev)  # (B,)
+    if any(use_vdl):
+        bounds = (boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
+                  & batch.target_mask[:, 1:] & vdl_sample[:, None])  # (B, S-1)
+        bound_rows = torch.arange(b * (s - 1), device=dev)
+        bound_group = torch.where(bounds, sample_group[:, None], dropped[:, None]).reshape(-1)
+    windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])  # as plan_step's
+    n_windows = ladder.fit(f"{stage}/W", int(windows.sum()))
+    length = ladder.fit(f"{stage}/L", longest_window(batch.point_mask.sum(-1), windows,
+                                                     net.cfg.bi_swt))
+    forward = net.static_plan(batch, sizes, windows, n_windows, length,
+                              ladder.fit(f"{stage}/U", n_codes))
+    return batch, StepPlan(forward, sample_group, torch.arange(b * s * t, device=dev),
+                           point_group, x_only, bound_rows, bound_group, padded=True)
+
+
 def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
                 sizes: tuple[int, ...], use_vdl: tuple[bool, ...],
                 streams: tuple[str, ...], cfg: TrainConfig) -> list[dict[str, torch.Tensor]]:
@@ -94,17 +137,18 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
     inputs only, the part ``train.compile`` compiles (one graph, no host synchronisation).
     The forward runs under the caller's autocast, the losses in float32 outside it."""
     n = len(sizes)
+    n_rows = n + 1 if plan.padded else n  # a padded plan's group n: rows no loss reads
     out = model(batch, groups=list(sizes), plan=plan.forward)
     with torch.autocast(batch.pen.device.type, enabled=False):
         p = float_params(out.params)
         seq = grouped_sequence_loss_at(p, batch.deltas, batch.pen, plan.point_rows,
-                                       plan.point_group, n, cfg.lambda_pen,
+                                       plan.point_group, n_rows, cfg.lambda_pen,
                                        cfg.pen_class_weights, plan.x_only)
         drift = None
         if plan.bound_rows is not None:
             drift = grouped_vertical_drift_loss_at(most_probable_mean(p), batch.deltas,
                                                    batch.point_mask, plan.bound_rows,
-                                                   plan.bound_group, n)
+                                                   plan.bound_group, n_rows)
         sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
                                  batch.writer_ids, plan.sample_group, n, batch.glyph_labels,
                                  cfg.supcon_temperature)
@@ -126,17 +170,37 @@ StepFn = Callable[..., list[dict[str, torch.Tensor]]]
 
 def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
                   cfg: TrainConfig, amp: contextlib.AbstractContextManager,
-                  vdl: dict[str, bool], step: StepFn = step_losses
+                  vdl: dict[str, bool], step: StepFn = step_losses,
+                  shapes: tuple[ShapeLadder, int] | None = None
                   ) -> list[dict[str, torch.Tensor]]:
     """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
     micro-batch the keys of :func:`~cashg.training.trainer.stream_losses` (``mdn, pen, seq,
     vdl, style, style_writer, style_glyph``; ``vdl`` only where ``vdl[stream]``, and 0 for the
     char stream), each a 0-d tensor. ``step``: :func:`step_losses` or its compiled form
-    (:mod:`cashg.training.compiled`)."""
+    (:mod:`cashg.training.compiled`). ``shapes``: (ladder, stage) of a static-shape step
+    (``train.static_shapes``, :func:`static_step_inputs`)."""
+    batch, plan, key = step_inputs(model, micro, cfg, amp, vdl, shapes)
+    with amp:
+        return step(model, batch, plan, *key, cfg)
+
+
+StepKey = tuple[tuple[int, ...], tuple[bool, ...], tuple[str, ...]]
+
+
+def step_inputs(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
+                cfg: TrainConfig, amp: contextlib.AbstractContextManager,
+                vdl: dict[str, bool], shapes: tuple[ShapeLadder, int] | None = None
+                ) -> tuple[CharSequenceBatch, StepPlan, StepKey]:
+    """The joined batch, its plan and ``(sizes, use_vdl, streams)`` of a step's micro-batches
+    (the arguments of :func:`step_losses` after the model)."""
     batch = concat_batches([b for _, b in micro])
     sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
     streams = tuple(s for s, _ in micro)
     use_vdl = tuple(vdl[s] and s != "char" for s in streams)
     with amp:
-        plan = plan_step(model, batch, list(sizes), list(use_vdl), cfg)
-        return step(model, batch, plan, sizes, use_vdl, streams, cfg)
+        if shapes is None:
+            plan = plan_step(model, batch, list(sizes), list(use_vdl), cfg)
+        else:
+            batch, plan = static_step_inputs(model, batch, list(sizes), list(use_vdl), cfg,
+                                             *shapes)
+    return batch, plan, (sizes, use_vdl, streams)

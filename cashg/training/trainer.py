@@ -42,6 +42,7 @@ import math
 import signal
 import sys
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from cashg.losses import (
 )
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.cashg_model import CASHG
+from cashg.model.static_shapes import ShapeLadder
 from cashg.training import checkpoint as ck
 from cashg.training import distributed as dd
 from cashg.training.compiled import make_step
@@ -74,8 +76,9 @@ from cashg.training.flat_params import (
     flat_state,
     per_parameter_state,
 )
+from cashg.training.graphed import GraphedStep
 from cashg.training.init import data_scaled_init, jump_scale, offset_scale, position_scale
-from cashg.training.packed import float_params, packed_losses
+from cashg.training.packed import float_params, packed_losses, step_inputs, step_losses
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -161,6 +164,21 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     return res
 
 
+LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
+
+
+def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...]) -> list[str]:
+    """The ``train/<stream>/<loss>`` keys a step over micro-batches of ``streams`` logs (VDL
+    where it is on, and the char stream's 0), in a fixed order."""
+    names: list[str] = []
+    for s, v in zip(streams, use_vdl):
+        for k in LOGGED_LOSSES:
+            name = f"train/{s}/{k}"
+            if (k != "vdl" or v or s == "char") and name not in names:
+                names.append(name)
+    return names
+
+
 class Trainer:
     """Builds model, optimizer and data, restores a checkpoint, runs the curriculum."""
 
@@ -210,6 +228,16 @@ class Trainer:
         self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
                     else contextlib.nullcontext())
         self.step_fn = make_step(cfg.compile, cfg.compile_mode)  # train.compile
+        # train.static_shapes (and cuda_graphs): each stage's step in a few padded shapes
+        self.shapes = ShapeLadder() if (cfg.static_shapes or cfg.cuda_graphs) else None
+        # train.cuda_graphs: the step captured per shape and replayed (eager where it fails)
+        self.graphed = (GraphedStep(self._graph_body, self.flat_buffers.snapshot,
+                                    self.flat_buffers.restore)
+                        if cfg.cuda_graphs and not self.dist.distributed else None)
+        if cfg.cuda_graphs and self.dist.distributed:
+            warnings.warn("train.cuda_graphs: not with several processes (DDP's gradient "
+                          "hooks are not captured here); the eager step trains",
+                          RuntimeWarning, stacklevel=2)
         torch.manual_seed(cfg.seed * 1000 + 17 + self.dist.rank)  # per-rank dropout stream
         self.iteration = 0
         self.best_val = math.inf
@@ -334,29 +362,21 @@ class Trainer:
         self.model.train()
         self.flat.zero_grad()
         buffers = self.flat_buffers.snapshot()  # BN statistics, restored if the step is skipped
-        sums: dict[str, torch.Tensor | float] = defaultdict(float)  # tensors until the end
         net = self.ddp if self.ddp is not None else self.model
-        # every micro-batch in one forward (cashg.training.packed), one backward of the sum
-        per_micro = packed_losses(net, micro, cfg, self.amp,
-                                  {s: lam[s][1] > 0 for s in active}, self.step_fn)
-        total = 0.0
-        for (s, _), losses in zip(micro, per_micro):
-            n_s = len(batches[s])
-            if self.loss_hook is not None:
-                losses = self.loss_hook(t, s, losses)
-            gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
-                else losses["seq"]
-            part = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
-            total = total + part
-            for k in ("mdn", "pen", "vdl", "seq", "style"):
-                if k in losses:  # no vdl where its weight is 0 (not computed)
-                    sums[f"train/{s}/{k}"] += losses[k].detach() / n_s
-        total.backward()
-        sums["train/total"] = total.detach()
+        vdl_on = {s: lam[s][1] > 0 for s in active}
+        shapes = None if self.shapes is None else (self.shapes, stage)
+        if self.graphed is not None and self.graphed.active and watch is None:
+            batch, plan, key = step_inputs(net, micro, cfg, self.amp, vdl_on, shapes)
+            coef = torch.tensor([[lam[s][0] / len(batches[s]), lam[s][1],
+                                  w.style / (len(active) * len(batches[s]))]
+                                 for s, _ in micro], dtype=torch.float32, device=self.device)
+            out = self.graphed(batch, plan, key, coef)  # (K,) see _graph_body
+            sums = dict(zip(["train/total", *logged_names(*key[1:])], out[:-1]))
+            grad_norm = out[-1]
+        else:
+            sums, grad_norm = self._eager_step(t, net, micro, batches, lam, w, active,
+                                               vdl_on, shapes, watch, stage)
         n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
-        if watch is not None:
-            self._check_all_parameters_reached(watch, stage)
-        grad_norm = self.flat.clip_grad_norm(cfg.grad_clip)
         # one device-to-host transfer per step (no sync inside the micro-batch loop)
         names = list(sums)
         values = torch.stack([torch.as_tensor(sums[k], device=self.device).float()
@@ -378,6 +398,57 @@ class Trainer:
                     "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),
                     "samples": n_samples * self.dist.world})
         return out
+
+    def _eager_step(self, t, net, micro, batches, lam, w, active, vdl_on, shapes, watch,
+                    stage) -> tuple[dict, torch.Tensor]:
+        """Forward, losses, backward and clipping of a step, eagerly: (logged sums, norm)."""
+        sums: dict[str, torch.Tensor | float] = defaultdict(float)  # tensors until the end
+        # every micro-batch in one forward (cashg.training.packed), one backward of the sum
+        per_micro = packed_losses(net, micro, self.cfg, self.amp, vdl_on, self.step_fn,
+                                  shapes)
+        total = 0.0
+        for (s, _), losses in zip(micro, per_micro):
+            n_s = len(batches[s])
+            if self.loss_hook is not None:
+                losses = self.loss_hook(t, s, losses)
+            gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
+                else losses["seq"]
+            part = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
+            total = total + part
+            for k in LOGGED_LOSSES:
+                if k in losses:  # no vdl where its weight is 0 (not computed)
+                    sums[f"train/{s}/{k}"] += losses[k].detach() / n_s
+        total.backward()
+        sums["train/total"] = total.detach()
+        if watch is not None:
+            self._check_all_parameters_reached(watch, stage)
+        return sums, self.flat.clip_grad_norm(self.cfg.grad_clip)
+
+    def _graph_body(self, batch: CharSequenceBatch, plan, key, coef: torch.Tensor
+                    ) -> torch.Tensor:
+        """What ``train.cuda_graphs`` captures (:mod:`cashg.training.graphed`): the gradient
+        zeroed, the step's losses, their sum weighted by ``coef`` (M, 3) (per micro-batch:
+        its generation weight over its stream's count, its VDL weight, its style weight),
+        the backward and the clipping. (K,): ``[total, *logged_names(...), grad norm]``."""
+        sizes, use_vdl, streams = key
+        net = self.ddp if self.ddp is not None else self.model
+        self.flat.zero_grad()
+        with self.amp:
+            per_micro = step_losses(net, batch, plan, sizes, use_vdl, streams, self.cfg)
+        count = {s: streams.count(s) for s in streams}
+        total = coef.new_zeros(())
+        sums: dict[str, torch.Tensor] = {}
+        for i, (s, losses) in enumerate(zip(streams, per_micro)):
+            gen = losses["seq"] + coef[i, 1] * losses["vdl"] if use_vdl[i] else losses["seq"]
+            total = total + coef[i, 0] * gen + coef[i, 2] * losses["style"]
+            for k in LOGGED_LOSSES:
+                if k in losses:
+                    name = f"train/{s}/{k}"
+                    sums[name] = sums.get(name, 0.0) + losses[k].detach() / count[s]
+        total.backward()
+        norm = self.flat.clip_grad_norm(self.cfg.grad_clip)
+        return torch.stack([total.detach()] + [sums[k] for k in logged_names(use_vdl, streams)]
+                           + [norm.float()])
 
     def _check_all_parameters_reached(self, watch: GradientWatch, stage: int) -> None:
         """After a stage's first backward: every trainable parameter got a gradient.

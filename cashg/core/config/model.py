@@ -210,6 +210,12 @@ class TrainConfig:
     # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs")
     compile: bool = False
     compile_mode: str = "default"
+    # pad every data-dependent size of the step to one of a few per stage (cashg/model/
+    # static_shapes.py; the same losses within float rounding, more arithmetic on padding)
+    static_shapes: bool = False
+    # replay the step as CUDA graphs, one capture per shape (cashg/training/graphed.py;
+    # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning)
+    cuda_graphs: bool = False
     # sample from an exponential moving average of the weights (cashg/training/ema.py): 0 = the
     # last weights; else the average starts as a copy after ema_start iterations and moves
     # 1 - ema_decay of the way to the weights after every step (model.pt holds the average;
@@ -236,6 +242,9 @@ class TrainConfig:
             raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
+        if self.cuda_graphs and self.compile:
+            raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
+                             "(compile_mode reduce-overhead is compile's own CUDA graphs)")
         if self.compile_mode not in self.compile_modes:
             raise ValueError(f"train.compile_mode must be one of {', '.join(self.compile_modes)}"
                              f", got {self.compile_mode!r}")

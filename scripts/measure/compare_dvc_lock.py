@@ -1,6 +1,6 @@
 """Compare the output hashes of two ``dvc.lock`` files, output path by output path.
 
-Usage: ``python scripts/compare_dvc_lock.py OLD_LOCK NEW_LOCK``
+Usage: ``python scripts/measure/compare_dvc_lock.py OLD_LOCK NEW_LOCK``
 
 For a refactoring that should not change behaviour: every output path recorded in both files
 is listed as same or changed (with both stage names, so a renamed stage is visible), and the

@@ -1,8 +1,8 @@
 """Benchmark the IAM-OnDB parser: line files parsed per second (goal: ~12,000 lines < 60 s on
 2 cores).
 
-    python scripts/bench_parse.py --root PATH/TO/IAM_TREE [--segmentation segmentation.json]
-    python scripts/bench_parse.py --generate-lines 12000 --workdir /tmp/bench_iam
+    python scripts/measure/bench_parse.py --root PATH/TO/IAM_TREE [--segmentation segmentation.json]
+    python scripts/measure/bench_parse.py --generate-lines 12000 --workdir /tmp/bench_iam
 
 ``--generate-lines`` writes an IAM-sized tree with the demo corpus generator
 (``preprocessing.demo.corpus.generate_demo_corpus``; kept in ``--workdir`` and reused when it

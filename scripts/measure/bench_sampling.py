@@ -17,7 +17,7 @@ every row; ``mixed``: sentences of 12 to 58 characters (every row advances on it
 ends with its longest row); ``writers``: the mixed sentences by 8 writers (rows of a writer share
 its references, as in a test split); otherwise every row has its own random references.
 
-    python scripts/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
+    python scripts/measure/bench_sampling.py [--sizes demo mid] [--batches 1 8] [--repeats 3]
         [--throughput-batches 64] [--threads 1]
 
 Runs against any version of ``cashg.generation.sampling`` with ``sample``/``SamplingOptions``/

@@ -11,7 +11,7 @@ present they are wrapped in ``record_function`` here (only here: no cost in norm
 they show up as ``numba::<kernel>`` rows. Runs against any version of ``cashg.generation.sampling`` with
 ``sample``/``SamplingOptions``/``encode_texts`` (e.g. an older checkout on ``PYTHONPATH``).
 
-    python scripts/profile_sampling.py [--batch 64] [--points 50] [--rows 15]
+    python scripts/measure/profile_sampling.py [--batch 64] [--points 50] [--rows 15]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 held-out Style Score of trained models on the held-out lines (never the test split), with
 their mean.
 
-    python scripts/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
+    python scripts/measure/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
         [--params params.yaml] [--decoding space_mode=false lift_mode=false] [--seed N] \\
         [--refs N] [--distractors 7]

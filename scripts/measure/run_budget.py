@@ -1,6 +1,6 @@
 """CPU time of the last Snakemake run, per job and in total, from ``logs/benchmarks/*.tsv``.
 
-    python scripts/run_budget.py [--dir logs/benchmarks] [--limit 3000]
+    python scripts/measure/run_budget.py [--dir logs/benchmarks] [--limit 3000]
 
 Snakemake writes one benchmark file per job (wall seconds ``s``, ``cpu_time`` seconds summed
 over the job's processes and threads, peak ``max_rss`` MB). The demo's budget is stated in CPU

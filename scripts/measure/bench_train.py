@@ -1,8 +1,9 @@
 """Training throughput per curriculum stage, and the fp32 reference-step check.
 
-    python scripts/bench_train.py --profile paper --iters 3 [--device cuda] [--threads N]
-    python scripts/bench_train.py --profile demo --iters 10
-    python scripts/bench_train.py --profile demo --compile [--compile-mode reduce-overhead]
+    python scripts/measure/bench_train.py --profile paper --iters 3 [--device cuda] [--threads N]
+    python scripts/measure/bench_train.py --profile demo --iters 10
+    python scripts/measure/bench_train.py --profile demo --compile [--compile-mode reduce-overhead]
+    python scripts/measure/bench_train.py --profile demo --device cuda --cuda-graphs
 
 ``paper``: the ModelConfig defaults (hidden 512, 8 heads, K = 20, ResNet18 style encoder) with
 a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
@@ -118,8 +119,13 @@ def main() -> None:
     ap.add_argument("--stages", default="1,2,3")
     ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
     ap.add_argument("--compile-mode", default="default", choices=TrainConfig.compile_modes)
+    ap.add_argument("--static-shapes", action="store_true",
+                    help="train.static_shapes (the step padded to a few shapes per stage)")
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="train.cuda_graphs (the step captured per shape and replayed)")
     ap.add_argument("--warmup", type=int, default=None,
-                    help="untimed iterations per stage (default 1; 3 with --compile)")
+                    help="untimed iterations per stage (default 1; 3 with --compile; 4 with "
+                         "--cuda-graphs: the stage's first step is eager, then captures)")
     ap.add_argument("--no-reference", action="store_true",
                     help="skip the reference-step check (two more trainers: device time)")
     args = ap.parse_args()
@@ -130,7 +136,9 @@ def main() -> None:
     model_cfg, cfg = load_profile(args.profile)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True, compile_mode=args.compile_mode)
-    warmup = args.warmup if args.warmup is not None else (3 if args.compile else 1)
+    cfg = dataclasses.replace(cfg, static_shapes=args.static_shapes, cuda_graphs=args.cuda_graphs)
+    warmup = args.warmup if args.warmup is not None else \
+        (3 if args.compile else 4 if args.cuda_graphs else 1)
     trainer = make_trainer(model_cfg, cfg, args.device)
     if args.bf16:
         trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
@@ -138,7 +146,8 @@ def main() -> None:
 
     print(f"profile {args.profile} on {trainer.device} ({torch.get_num_threads()} threads), "
           f"parameters {count_parameters(trainer.model)}, bf16={args.bf16}, tf32={args.tf32}, "
-          f"compile={args.compile_mode if args.compile else False}")
+          f"compile={args.compile_mode if args.compile else False}, "
+          f"static_shapes={args.static_shapes or args.cuda_graphs}, cuda_graphs={args.cuda_graphs}")
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = stage_start(stage, cfg)
         plan = stream_plan(t0, cfg)
@@ -164,10 +173,15 @@ def main() -> None:
             print(f"  compiled: {stats.graphs} graphs so far, {stats.compile_s:.0f} s in the "
                   f"backend, warm-up steps {', '.join(f'{w:.1f}' for w in warm)} s"
                   + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
+        if trainer.graphed is not None:
+            g = trainer.graphed.stats
+            print(f"  graphed: {g.captures} captures so far, {g.capture_s:.1f} s capturing "
+                  f"(warm-ups included), {g.replays} replays"
+                  + (f"; FELL BACK TO EAGER: {g.failure}" if g.failure else ""))
     if args.no_reference:
         return
     # reference step: same seed, same batches -> identical fp32 losses
-    ref = dataclasses.replace(cfg, compile=False)  # the eager step's determinism
+    ref = dataclasses.replace(cfg, compile=False, cuda_graphs=False)  # the eager step's determinism
     t_ref = cfg.stage3_start if "3" in args.stages else 0
     runs = []
     for _ in range(2):

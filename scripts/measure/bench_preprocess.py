@@ -1,6 +1,6 @@
 """Benchmark of the preprocess stage: RDP kernel speed-up and whole-corpus time and memory.
 
-    python scripts/bench_preprocess.py [--records results/parse/iam/records.h5] [--lines 12000]
+    python scripts/measure/bench_preprocess.py [--records results/parse/iam/records.h5] [--lines 12000]
         [--workers 2] [--repeats 5]
 
 1. RDP: the numba kernel against ``rdp`` 0.8 (the oracle) on identical 300-point strokes; the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cashg.core.geometry.rdp import rdp_mask  # noqa: E402
 from cashg.core.record_store import write_records  # noqa: E402

@@ -2,14 +2,14 @@
 run per training seed measures the last weights and every average against each other
 (docs/legibility.md, "Weight averages").
 
-    python scripts/ema_sweep.py --experiment dsd --out /tmp/ema-s0 --set train.seed=0 \\
+    python scripts/measure/ema_sweep.py --experiment dsd --out /tmp/ema-s0 --set train.seed=0 \\
         --average 0.99@5300 0.995@5300 0.998@4200 [--threads 1]
 
 Trains ``--experiment`` exactly as the train stage does (same data, params, overrides; the
 averages never feed back into training, so ``<out>/model.pt`` is the last weights, bit for bit
 those of the train stage at the same params) and writes ``<out>/model-ema-<decay>@<start>.pt``
 for each ``--average DECAY@START`` (:class:`cashg.training.ema.WeightAverage`). Score them with
-``scripts/heldout_legibility.py --checkpoint <out>/model*.pt``.
+``scripts/measure/heldout_legibility.py --checkpoint <out>/model*.pt``.
 """
 
 from __future__ import annotations

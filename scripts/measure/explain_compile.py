@@ -2,12 +2,12 @@
 one packed step (forward and losses, :func:`cashg.training.packed.step_losses`, its plan
 computed beforehand as in training) of a curriculum stage.
 
-    python scripts/explain_compile.py [--profile demo|paper] [--stage 3] [--rows 40]
+    python scripts/measure/explain_compile.py [--profile demo|paper] [--stage 3] [--rows 40]
 
 Prints the number of graphs, graph breaks and traced operators, then each break site
 (file:line) with its reason and how often it occurred, most frequent first. A step that
 compiles without breaks prints ``graphs 1, breaks 0``. Uses the synthetic batches of
-``scripts/bench_train.py``; tracing only (no code generation), about 30 s on a CPU core for the
+``scripts/measure/bench_train.py``; tracing only (no code generation), about 30 s on a CPU core for the
 demo profile. docs/performance.md quotes its output.
 """
 

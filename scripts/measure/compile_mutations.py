@@ -1,6 +1,6 @@
 """Which inputs the compiled training step mutates, and whether CUDA graphs may keep them.
 
-    python scripts/compile_mutations.py [--profile demo|paper] [--stage 1|2|3] [--device cpu|cuda]
+    python scripts/measure/compile_mutations.py [--profile demo|paper] [--stage 1|2|3] [--device cpu|cuda]
 
 ``train.compile_mode=reduce-overhead`` records the compiled step as CUDA graphs (inductor's
 cudagraph trees), which replay fixed memory addresses: a graph input the step writes to in

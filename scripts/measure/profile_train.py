@@ -1,10 +1,10 @@
 """Where the time of a training step goes: torch.profiler over demo-profile steps per stage.
 
-    python scripts/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
+    python scripts/measure/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
         [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total] [--compile]
-        [--phases]
+        [--phases] [--static-shapes]
 
-Uses the synthetic batches of ``scripts/bench_train.py`` (one untimed warm-up step per stage),
+Uses the synthetic batches of ``scripts/measure/bench_train.py`` (one untimed warm-up step per stage),
 prints per stage the number of aten operator calls per iteration and the top rows of the
 profiler's operator table. ``--compile``: the step through ``torch.compile`` (``train.compile``),
 three untimed warm-up steps per stage (compiling, then recompiling with dynamic shapes).
@@ -85,6 +85,8 @@ def main() -> None:
     ap.add_argument("--sort", default=None, help="profiler sort key (default: self time)")
     ap.add_argument("--compile", action="store_true", help="train.compile (torch.compile)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (as train.bf16 on CUDA)")
+    ap.add_argument("--static-shapes", action="store_true",
+                    help="train.static_shapes: the padded step (the kernels a CUDA graph replays)")
     ap.add_argument("--phases", action="store_true",
                     help="also the aten calls of each phase of the step")
     args = ap.parse_args()
@@ -94,6 +96,7 @@ def main() -> None:
     model_cfg, cfg = load_profile(args.profile)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True)
+    cfg = dataclasses.replace(cfg, static_shapes=args.static_shapes)
     trainer = make_trainer(model_cfg, cfg, args.device)
     if args.bf16:
         trainer.amp = torch.autocast(trainer.device.type, dtype=torch.bfloat16)
@@ -123,6 +126,12 @@ def main() -> None:
             print(f"## stage {stage}: {wall:.3f} s per profiled iteration, GPU busy "
                   f"{busy:.3f} s of it ({busy / wall:.0%}), "
                   f"{sum(e.count for e in gpu) / args.iters:.0f} kernels per iteration")
+            top = max(gpu, key=lambda e: e.self_device_time_total, default=None)
+            if top is not None and busy > 0:  # goal of issue "The GPU, used": <= 5 %
+                share = top.self_device_time_total / 1e6 / args.iters / busy
+                print(f"## stage {stage}: largest kernel {top.key[:60]!r}: {share:.1%} of the "
+                      f"GPU time ({top.self_device_time_total / 1e3 / args.iters:.1f} ms per "
+                      f"iteration)")
         print(f"## stage {stage} ({args.profile} profile, {trainer.device}, "
               f"{torch.get_num_threads()} threads{', compiled' if args.compile else ''}): "
               f"{calls / args.iters:.0f} aten calls per iteration")

@@ -1,6 +1,6 @@
 """Benchmark: preprocess + subsets on an IAM-OnDB-sized demo corpus, time and peak memory.
 
-    python scripts/bench_data_pipeline.py [--workdir DIR] [--scale 5] [--workers 2]
+    python scripts/measure/bench_data_pipeline.py [--workdir DIR] [--scale 5] [--workers 2]
 
 1. Builds (or reuses, in ``--workdir``) an IAM-sized demo tree (``demo.scale`` = 5 gives about
    12,000 IAM lines) and parses it with the real ``parse`` stage (not timed here; see
@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "measure"))
 
 
 def run_sampled(cmd: list[str], cwd: Path) -> tuple[float, float]:

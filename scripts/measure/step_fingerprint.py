@@ -1,11 +1,11 @@
 """Whether a change to the training step computes the same thing: train a few steps of every
 curriculum stage and print the losses and an md5 of the resulting parameters.
 
-    python scripts/step_fingerprint.py [--profile demo|paper] [--steps 2]
-    PYTHONPATH=<other checkout> python <other checkout>/scripts/step_fingerprint.py
+    python scripts/measure/step_fingerprint.py [--profile demo|paper] [--steps 2]
+    PYTHONPATH=<other checkout> python <other checkout>/scripts/measure/step_fingerprint.py
 
 Runs ``--steps`` steps at the start of stage 1, stage 2, stage 3 and just after the sentence-VDL
-warm-up starts, on the synthetic batches of ``scripts/bench_train.py`` (fp32, CPU, one thread),
+warm-up starts, on the synthetic batches of ``scripts/measure/bench_train.py`` (fp32, CPU, one thread),
 from the same seeded model. Two checkouts that print the same md5 trained bit-identical
 parameters (how the planned step of 2026-11-26 was checked against the one before it).
 """

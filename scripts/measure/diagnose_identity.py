@@ -13,7 +13,7 @@ each character of ``--chars`` in isolation for a few writers of the split, with 
 style references, and draws them under the writers' ground-truth glyphs, so the letters can be
 judged by eye (sampling with ``--bias`` sharpens them; greedy sampling never ends a character).
 
-    python scripts/diagnose_identity.py --model results/train/dsd/model.pt \
+    python scripts/measure/diagnose_identity.py --model results/train/dsd/model.pt \
         --data results/subsets/dsd [--split test] [--batches 4] [--png glyphs.png]
 """
 

@@ -1,7 +1,7 @@
 """Choose the decoding on held-out writers: recognizer CER of generated lines per sampling bias
 and temperature.
 
-    python scripts/tune_decoding.py --checkpoint results/train/dsd/model.pt \\
+    python scripts/measure/tune_decoding.py --checkpoint results/train/dsd/model.pt \\
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
         [--bias 0 0.25 0.5 1] [--temperature 1 0.8 0.6] [--params params.yaml] [--seed N] [--threads 1]
 

@@ -3,7 +3,7 @@
 Demo size: 60 BRUSH-like writers x 40 sentences and 60 IAM-like writers x 40 sentences, merged
 benchmark (all four subsets, three splits). Median of several runs.
 
-    python scripts/bench_subsets.py [--runs 3]
+    python scripts/measure/bench_subsets.py [--runs 3]
 """
 
 from __future__ import annotations

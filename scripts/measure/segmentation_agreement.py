@@ -4,7 +4,7 @@ DeepWriting output comes (drawn points only, ``lift`` = pen state ``PU`` or ``EO
 pseudo-points dropped), segmented by CTC forced alignment with a trained recognizer, and
 compared with their true segmentation.
 
-    python scripts/segmentation_agreement.py --gt results/subsets/dsd/test/gt.h5 \\
+    python scripts/measure/segmentation_agreement.py --gt results/subsets/dsd/test/gt.h5 \\
         --recognizer results/recognizer/dsd/recognizer.pt [--limit N] [--tolerance 1 5 10] \\
         [--refine 1] [--lift-window 2 | --no-snap] [--out agreement.json]
 

@@ -1,7 +1,7 @@
 """Load test of ``cashg studio``: N concurrent clients writing lines for a while.
 
-    python scripts/load_studio.py --run results [--clients 20] [--duration 60]
-    python scripts/load_studio.py --url http://127.0.0.1:8000 [--pid PID]
+    python scripts/measure/load_studio.py --run results [--clients 20] [--duration 60]
+    python scripts/measure/load_studio.py --url http://127.0.0.1:8000 [--pid PID]
 
 Starts ``cashg studio`` on 127.0.0.1 (a free port) over ``--run`` (extra server flags after
 ``--``, e.g. ``-- --concurrency 2``) or attaches to ``--url``. Each client writes a line

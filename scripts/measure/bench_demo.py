@@ -1,6 +1,6 @@
 """Benchmark: demo corpus generation time at the default size and at an IAM-OnDB-sized scale.
 
-    python scripts/bench_demo.py [--repeats 3] [--workers 2] [--scale 5]
+    python scripts/measure/bench_demo.py [--repeats 3] [--workers 2] [--scale 5]
 
 Prints the median wall time of ``--repeats`` runs at ``params.yaml``'s ``demo`` section and of
 one run at ``scale`` (about 12,000 IAM lines at 5).

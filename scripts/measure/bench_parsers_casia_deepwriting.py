@@ -4,7 +4,7 @@ Sizes follow the real data: a .pot file holds one writer's ~3,900 glyphs (~60 po
 .ptts page ~25 lines, ~600 strokes; the DeepWriting training npz ~35k chunks of ~300 points (a
 tenth of it here, scaled in the printout). Prints medians of several runs.
 
-    python scripts/bench_parsers_casia_deepwriting.py [--runs 5]
+    python scripts/measure/bench_parsers_casia_deepwriting.py [--runs 5]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 from casia_format import pot_record, text_page  # noqa: E402
 from deepwriting_format import Piece, build_chunk, stroke, write_npz  # noqa: E402

@@ -1,0 +1,44 @@
+"""A few shapes per curriculum stage: what a replayed training step needs (``train.static_shapes``).
+
+A CUDA graph replays the kernels it captured on tensors of the captured shapes; a step whose
+sizes follow the data (windows, packed tokens, length buckets, scored points, boundaries, the
+batch's distinct code points) would need a capture per step. A static-shape step pads every
+data-dependent size up to a rung of :func:`rung` (1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at most
+1.5x the size, so at most 50 % padding per size), and a :class:`ShapeLadder` keeps, per stage
+and size, the largest rung seen so far: sizes only grow, so a stage settles on one shape
+after its first few batches (``scripts/measure/shape_signatures.py`` counts them).
+
+What a padded step computes for the padding never reaches a loss: the batch is padded with
+invalid characters and points (:func:`cashg.model.batch.pad_batch`), every (sample,
+character) slot gets a window (:meth:`cashg.model.cashg_model.CASHG.static_plan`), and the
+losses read every point and boundary, those that are not scored going to a group of their own
+that is dropped (:func:`cashg.training.packed.static_step_inputs`). The losses and gradients
+equal the unpadded step's within float rounding (tests/test_static_shapes.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+RUNGS = tuple(sorted({2 ** i for i in range(40)} | {3 * 2 ** i for i in range(40)}))
+
+
+def rung(n: int) -> int:
+    """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^k) that is >= ``n``."""
+    return RUNGS[bisect.bisect_left(RUNGS, max(n, 1))]
+
+
+class ShapeLadder:
+    """The padded size of each named size (e.g. ``"3/T"``: stage 3's points per character):
+    the rung of the largest value seen so far under that name, so that a stage's step takes
+    few distinct shapes (a new one only when the data first needs a larger rung)."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+
+    def fit(self, name: str, n: int) -> int:
+        """The padded size for a value ``n`` of size ``name`` (>= n; never smaller than the
+        size returned before under the same name)."""
+        size = max(self.sizes.get(name, 0), rung(n))
+        self.sizes[name] = size
+        return size

@@ -1,0 +1,170 @@
+"""``train.cuda_graphs``: the training step captured once per shape and replayed.
+
+On a GPU the demo step is bound by the host: thousands of small kernels a step, each launched
+from Python (issue "The GPU, used": the H200 busy 40 % of a profiled demo step). A CUDA graph
+replays a whole captured sequence of kernels with one launch. What is captured is the bulk of
+the step, given its inputs (the padded batch and plan of :func:`cashg.training.packed.
+step_inputs`, the loss weights of this iteration as a tensor): zeroing the gradient, the
+forward, the losses, their weighted sum, the backward and the gradient clipping. Each
+distinct shape signature (:func:`cashg.training.tensor_tree.signature`; a few per stage
+under ``train.static_shapes``, :mod:`cashg.model.static_shapes`) is captured once, on its
+first step, after two warm-up runs whose effects (BatchNorm statistics, random state) are
+undone; later steps copy their inputs into that capture's static buffers and replay it.
+
+The optimizer's update (one fused AdamW kernel on the one flat parameter tensor,
+:mod:`cashg.training.flat_params`) runs after the replay, outside the graph: whether it runs
+at all is the host's decision (a non-finite step is skipped, :meth:`Trainer.train_step`), made
+on the values the step reads back anyway; inside the graph it would save one launch.
+
+The graph mechanics are a :class:`GraphBackend`: :class:`CudaGraphs` on a GPU, and
+:class:`Rerun` (a capture that reruns its function on every replay) where there is none, so
+that the static-buffer plumbing is tested on a CPU (tests/test_graphed_step.py). A capture or
+replay that fails makes the step fall back to eager with a warning that names the error, once.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from cashg.training.tensor_tree import leaves, rebuild, signature
+
+Body = Callable[..., torch.Tensor]
+
+
+class GraphBackend(Protocol):
+    """Captures ``fn`` (no arguments; reads and writes static tensors only) and returns what
+    replays it."""
+
+    def capture(self, fn: Callable[[], torch.Tensor], restore: Callable[[], None]
+                ) -> tuple[Callable[[], None], torch.Tensor]: ...
+
+
+class CudaGraphs:
+    """``torch.cuda.CUDAGraph`` captures sharing one memory pool (one replay at a time, its
+    outputs read before the next). ``warmup`` runs on a side stream first (lazy cuBLAS and
+    autograd set-up must not happen during capture); ``restore`` undoes their effects."""
+
+    def __init__(self, warmup: int = 2):
+        self.warmup = warmup
+        self.pool = None
+
+    def capture(self, fn, restore):
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        restore()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            out = fn()
+        restore()
+        return graph.replay, out
+
+
+class Rerun:
+    """A stand-in for a GPU-less machine: the "capture" runs ``fn`` once as a warm-up (its
+    effects undone, as :class:`CudaGraphs` does) and every replay runs it again on the same
+    static tensors, so a replayed step computes from its static buffers only."""
+
+    def capture(self, fn, restore):
+        out = fn()  # the warm-up
+        restore()
+        static_out = torch.empty_like(out)
+
+        def replay() -> None:
+            static_out.copy_(fn())
+
+        return replay, static_out
+
+
+@dataclass
+class Capture:
+    """One captured step: its static input tensors (``leaves`` order), its replay and its
+    static output."""
+
+    inputs: list[torch.Tensor]
+    replay: Callable[[], None]
+    output: torch.Tensor
+
+
+@dataclass
+class GraphStats:
+    """captures: shape signatures captured; capture_s: seconds spent capturing (warm-ups
+    included); replays: replayed steps; failure: the error that made the step eager."""
+
+    captures: int = 0
+    capture_s: float = 0.0
+    replays: int = 0
+    failure: str | None = None
+    signatures: list[tuple] = field(default_factory=list)
+
+
+class GraphedStep:
+    """``body(*inputs) -> (K,) tensor`` replayed per shape signature of ``inputs``.
+
+    ``snapshot() -> state`` and ``restore(state)`` save and put back what a warm-up run
+    changes besides its outputs (BatchNorm statistics, the random state); the body must
+    write nothing else that outlives it except gradients, which it zeroes itself."""
+
+    def __init__(self, body: Body, snapshot: Callable[[], Any],
+                 restore: Callable[[Any], None], backend: GraphBackend | None = None):
+        self.body = body
+        self.snapshot, self.restore = snapshot, restore
+        self.backend = backend if backend is not None else CudaGraphs()
+        self.captures: dict[tuple, Capture] = {}
+        self.stats = GraphStats()
+
+    @property
+    def active(self) -> bool:
+        return self.stats.failure is None
+
+    def __call__(self, *inputs: Any) -> torch.Tensor:
+        """The body's output for ``inputs``, replayed (a copy: the static output is reused);
+        the eager body's output when capturing or replaying has failed."""
+        if not self.active:
+            return self.body(*inputs)
+        try:
+            key = signature(inputs)
+            cap = self.captures.get(key)
+            if cap is None:
+                cap = self._capture(key, inputs)
+            else:
+                for dst, src in zip(cap.inputs, leaves(inputs)):
+                    dst.copy_(src)
+            cap.replay()
+            self.stats.replays += 1
+            return cap.output.clone()
+        except Exception as exc:  # noqa: BLE001 - any capture failure: eager, loudly
+            self._fail(exc)
+            return self.body(*inputs)
+
+    def _capture(self, key: tuple, inputs: tuple) -> Capture:
+        start = time.perf_counter()
+        static = [x.clone() for x in leaves(inputs)]
+        args = rebuild(inputs, static)
+        state = self.snapshot()
+        replay, output = self.backend.capture(lambda: self.body(*args),
+                                              lambda: self.restore(state))
+        cap = Capture(static, replay, output)
+        self.captures[key] = cap
+        self.stats.captures += 1
+        self.stats.signatures.append(key)
+        self.stats.capture_s += time.perf_counter() - start
+        return cap
+
+    def _fail(self, exc: BaseException) -> None:
+        self.stats.failure = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+        self.captures.clear()
+        warnings.warn(f"train.cuda_graphs: capturing the step failed ({self.stats.failure}); "
+                      f"training continues with the eager step (the same losses)",
+                      RuntimeWarning, stacklevel=3)

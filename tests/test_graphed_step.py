@@ -1,0 +1,135 @@
+"""train.cuda_graphs: the captured-and-replayed step trains as the eager one does.
+
+A CPU has no CUDA graphs; the :class:`~cashg.training.graphed.Rerun` backend stands in for
+them (a capture that reruns its function on the captured static tensors at every replay), so
+what is tested here is everything but the graph itself: the static input buffers and their
+copies, one capture per shape signature, the loss weights passed as a tensor, the warm-up's
+effects undone, the logged values and the update; and the fallback to eager with a warning.
+scripts/measure/graphed_agreement.py runs the same comparison with real graphs on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_training import CFG, trainer_for
+
+from cashg.core.config.model import TrainConfig
+from cashg.training.checkpoint import config_hash
+from cashg.training.graphed import GraphedStep, Rerun
+from cashg.training.tensor_tree import leaves, rebuild, signature
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ITERS = range(0, 8)  # stages 1, 2 and 3 of tiny_training.CFG, the sentence VDL warming up
+
+
+def _run(trainer, iters) -> list[dict]:
+    out = []
+    for t in iters:
+        torch.manual_seed(100 + t)
+        out.append(trainer.train_step(t, trainer.source.iteration(t)))
+    return out
+
+
+def test_replayed_steps_train_as_the_eager_padded_steps(subsets: Path, tmp_path):
+    padded = trainer_for(subsets, tmp_path / "padded", dataclasses.replace(CFG, static_shapes=True))
+    graphed = trainer_for(subsets, tmp_path / "graphed", dataclasses.replace(CFG, cuda_graphs=True))
+    assert graphed.graphed is not None and graphed.shapes is not None
+    graphed.graphed.backend = Rerun()
+    graphed.model.load_state_dict(padded.model.state_dict())
+    want, got = _run(padded, ITERS), _run(graphed, ITERS)
+    stats = graphed.graphed.stats
+    assert stats.failure is None
+    # the first step of each stage runs eagerly (it checks every parameter gets a gradient)
+    assert stats.replays == len(ITERS) - 3
+    assert 1 <= stats.captures <= stats.replays
+    for t, (w, g) in enumerate(zip(want, got)):
+        assert set(g) == set(w), t
+        off = {k: (g[k], v) for k, v in w.items()
+               if g[k] != pytest.approx(v, rel=1e-4, abs=1e-6)}
+        assert not off, (t, off)
+    params = dict(padded.model.named_parameters())
+    for n, p in graphed.model.named_parameters():
+        assert torch.allclose(p, params[n], rtol=1e-4, atol=1e-6), n
+    for (n, b), b0 in zip(graphed.model.named_buffers(), padded.model.buffers()):
+        assert torch.allclose(b.float(), b0.float(), rtol=1e-4, atol=1e-6), n  # BN statistics
+
+
+def test_a_capture_is_reused_for_its_signature_and_its_inputs_are_copied_in():
+    calls = []
+
+    def body(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        calls.append(x.data_ptr())
+        return (x * scale).sum().reshape(1)
+
+    state = {"n": 0}
+    step = GraphedStep(body, lambda: dict(state), state.update, Rerun())
+    a = step(torch.ones(3), torch.tensor(2.0))
+    b = step(torch.arange(3.0), torch.tensor(3.0))
+    c = step(torch.ones(4), torch.tensor(1.0))  # another shape: another capture
+    assert [float(a), float(b), float(c)] == [6.0, 9.0, 4.0]
+    assert step.stats.captures == 2 and step.stats.replays == 3
+    # one static buffer per capture: the replay of the second call read the first's buffer
+    assert calls[1] == calls[0] == calls[2]
+
+
+def test_a_failing_capture_falls_back_to_eager_with_a_warning(subsets: Path, tmp_path):
+    class Broken:
+        def capture(self, fn, restore):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    eager = trainer_for(subsets, tmp_path / "eager", dataclasses.replace(CFG, static_shapes=True))
+    graphed = trainer_for(subsets, tmp_path / "graphed", dataclasses.replace(CFG, cuda_graphs=True))
+    graphed.graphed.backend = Broken()
+    graphed.model.load_state_dict(eager.model.state_dict())
+    with pytest.warns(RuntimeWarning, match="train.cuda_graphs: capturing the step failed "
+                                            r"\(RuntimeError: operation not permitted"):
+        got = _run(graphed, range(0, 3))
+    assert not graphed.graphed.active
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        got += _run(graphed, range(3, 4))
+    want = _run(eager, range(0, 4))
+    assert got == want  # the eager padded step, bit for bit
+
+
+def test_tensor_trees_round_trip_and_sign_by_shape():
+    @dataclasses.dataclass(frozen=True)
+    class P:
+        a: torch.Tensor
+        b: tuple
+        c: torch.Tensor | None = None
+
+    tree = (P(torch.zeros(2, 3), (torch.ones(4, dtype=torch.long), 5)), ("x", True))
+    xs = leaves(tree)
+    assert [tuple(x.shape) for x in xs] == [(2, 3), (4,)]
+    back = rebuild(tree, [x + 1 for x in xs])
+    assert torch.equal(back[0].a, torch.ones(2, 3)) and back[0].b[1] == 5 and back[1] == ("x", True)
+    assert signature(back) == signature(tree)
+    other = (P(torch.zeros(2, 4), (torch.ones(4, dtype=torch.long), 5)), ("x", True))
+    assert signature(other) != signature(tree)
+    with pytest.raises(ValueError, match="fewer tensors"):
+        rebuild(tree, xs[:1])
+
+
+def test_graph_options_are_checked_and_resume_neutral():
+    from cashg.core.config.model import ModelConfig
+
+    with pytest.raises(ValueError, match="cuda_graphs and train.compile are exclusive"):
+        TrainConfig(cuda_graphs=True, compile=True)
+    on = dataclasses.replace(CFG, cuda_graphs=True, static_shapes=True)
+    assert config_hash(ModelConfig(), on) == config_hash(ModelConfig(), CFG)
+
+
+def test_without_a_gpu_the_real_backend_fails_over_to_eager(subsets: Path, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the CUDA backend would capture")
+    graphed = trainer_for(subsets, tmp_path, dataclasses.replace(CFG, cuda_graphs=True))
+    with pytest.warns(RuntimeWarning, match="train.cuda_graphs: capturing the step failed"):
+        _run(graphed, range(0, 2))
+    assert not graphed.graphed.active
