@@ -146,3 +146,29 @@ def test_the_padded_step_runs_under_bf16_autocast(subsets: Path, tmp_path):
     off = {k: (got[k], v) for k, v in want.items() if k.startswith("train/")
            and abs(got[k] - v) > 0.05 * abs(v) + 0.05}
     assert not off, off
+
+
+def test_length_classes_hold_every_window_once_within_their_length(subsets: Path, tmp_path):
+    from cashg.model.batch import concat_batches
+    from cashg.model.static_shapes import LENGTH_CLASSES, coarse_rung
+
+    trainer = trainer_for(subsets, tmp_path, dataclasses.replace(CFG, static_shapes=True))
+    micro = [b for s in ("char", "bigram", "sentence") for b in trainer.source.iteration(5)[s]]
+    batch = concat_batches(micro)
+    sizes = [int(b.writer_ids.shape[0]) for b in micro]
+    padded, plan = static_step_inputs(trainer.model, batch, sizes, [False, True, True, True],
+                                      CFG, ShapeLadder(), 3)
+    classes = plan.forward.classes
+    assert len(classes) == len(LENGTH_CLASSES) + 1 and plan.forward.windows is classes[0]
+    b, s = padded.char_mask.shape
+    targets = torch.cat([c.target for c in classes])
+    real = targets[targets < b * s]
+    want = (padded.char_mask & (padded.target_mask | torch.tensor(
+        [False] * sizes[0] + [True] * (len(padded.pen) - sizes[0]))[:, None])).reshape(-1)
+    assert sorted(real.tolist()) == want.nonzero().squeeze(1).tolist()  # each window once
+    low = 0
+    for c, bound in zip(classes, LENGTH_CLASSES):
+        n = c.valid.sum(1)[c.target < b * s]
+        assert c.valid.shape[1] <= bound and bool(((n > low) & (n <= bound)).all())
+        low = bound
+    assert [coarse_rung(n) for n in (0, 1, 2, 3, 5, 9, 16, 17)] == [1, 1, 2, 4, 8, 16, 16, 32]

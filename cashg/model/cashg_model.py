@@ -8,7 +8,7 @@ Autoregressive sampling lives in :mod:`cashg.generation.sampling`. Nothing here 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +21,8 @@ from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
 from cashg.model.packing import Packing, take_rows
-from cashg.model.plan import ForwardPlan, WindowPlan
+from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
+from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
 
@@ -127,20 +128,29 @@ class CASHG(nn.Module):
                            self.text.plan(batch.codepoints, batch.char_mask))
 
     def static_plan(self, batch: CharSequenceBatch, groups: Sequence[int], windows: torch.Tensor,
-                    n_windows: int, length: int, unique_size: int) -> ForwardPlan:
+                    fit: Callable[[str, int], int]) -> ForwardPlan:
         """:meth:`plan` of ``windows`` (B, S) with every size a function of the batch's shape
-        (B, S, T), ``n_windows``, ``length`` and ``unique_size`` alone
-        (:mod:`cashg.model.static_shapes`): the windows padded with dummy ones to
-        ``n_windows``, each ``length`` tokens long (at least the longest,
-        :func:`~cashg.model.plan.longest_window`), run by the padded decoder; the text states
-        of ``unique_size`` code points; the glyph views drawn. The dummy windows' predictions
-        are dropped."""
+        (B, S, T) and of sizes ``fit(name, n)`` gives for counts ``n`` (>= n, from a few
+        values: :class:`~cashg.model.static_shapes.ShapeLadder`) (:mod:`cashg.model.
+        static_shapes`): the windows in :data:`~cashg.model.static_shapes.LENGTH_CLASSES`, each
+        class padded with dummy windows (``"W<c>"``) and run by the padded decoder at its own
+        length (the classes' bounds; the last ``"L"``); the text states of ``"U"`` code points;
+        the glyph views drawn. The dummy windows' predictions are dropped."""
         b, s, t = batch.pen.shape
-        win = WindowPlan.of(batch.point_mask.sum(-1), batch.char_mask, t, windows,
-                            self.cfg.bi_swt, length=length)
-        return ForwardPlan(win.padded(n_windows, b * s, t), None,
-                           self.text.plan(batch.codepoints, batch.char_mask, unique_size),
-                           self.style.draw_views(groups, batch.pen.device))
+        n_pts = batch.point_mask.sum(-1)
+        longest = fit("L", longest_window(n_pts, windows, self.cfg.bi_swt))
+        win = WindowPlan.of(n_pts, batch.char_mask, t, windows, self.cfg.bi_swt, length=longest)
+        lengths = win.valid.sum(1)  # (W,)
+        classes, low = [], 0
+        for c, high in enumerate((*LENGTH_CLASSES, longest)):
+            high = min(high, longest)
+            rows = ((lengths > low) & (lengths <= high)).nonzero().squeeze(1)
+            classes.append(win.take(rows, high).padded(fit(f"W{c}", len(rows)), b * s, t))
+            low = high
+        n_codes = int(torch.unique(batch.codepoints[batch.char_mask]).numel())
+        return ForwardPlan(classes[0], None, self.text.plan(batch.codepoints, batch.char_mask,
+                                                            fit("U", n_codes)),
+                           self.style.draw_views(groups, batch.pen.device), tuple(classes))
 
     def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
                 targets_only: bool = False, reference: bool = False,
@@ -162,7 +172,38 @@ class CASHG(nn.Module):
         style = self.style(batch.style_images, groups, plan.views)
         identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
         points = self.decoder.embed_chars(batch.deltas, batch.pen)  # (B, S, T, D)
-        win = self.windows_of_plan(identity, points, plan.windows)
+        classes = plan.classes or (plan.windows,)
+        outs = [self._window_outputs(batch, identity, points, ctx, style, w,
+                                     plan.packing if len(classes) == 1 else None)
+                for w in classes]  # [(h_out (W_c, T, D), gate, out_idx, Windows)]
+        if len(outs) == 1:
+            h_out, gate, out_idx, win = outs[0]
+            target = plan.windows.target
+        else:  # a static-shape plan's length classes, one after the other
+            h_out, gate = torch.cat([o[0] for o in outs]), None
+            target = torch.cat([w.target for w in classes])
+        after_lift = None
+        if self.head.jump_proj is not None:  # (W, T): point k follows a lift at point k - 1
+            lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
+            rows = torch.cat([o[3].batch_index * s + o[3].char_index for o in outs])
+            after_lift = take_rows(lifted.flatten(0, 1), rows)
+        p = self.head(h_out, after_lift)  # over (W, T)
+        params = _scatter_params(p, target, (b, s, t))
+        gates = None
+        if return_gates and gate is not None:
+            g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
+            gates = g.new_zeros(b, s, t, g.shape[-1])
+            gates[win.batch_index, win.char_index] = g
+        return ModelOutput(params, style, gates)
+
+    def _window_outputs(self, batch: CharSequenceBatch, identity: torch.Tensor,
+                        points: torch.Tensor, ctx: torch.Tensor, style: StyleOutput,
+                        plan: WindowPlan, packing: Packing | None):
+        """The decoder over the windows of ``plan``: (h_out (W, T, D) the state predicting
+        each point of each window's current character, gate (W, L, D) or None, out_idx (W, T),
+        the :class:`Windows`)."""
+        t = batch.pen.shape[-1]
+        win = self.windows_of_plan(identity, points, plan)
         mem_kv = [(take_rows(k, win.batch_index), take_rows(v, win.batch_index)) for k, v in
                   self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = take_rows(ctx.flatten(0, 1), win.batch_index[:, None] * ctx.shape[1]
@@ -170,22 +211,11 @@ class CASHG(nn.Module):
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,
                                               win.char_index)
         h, gate = self.decoder(win.tokens, win.positions, win.valid, mem_kv, m_ctx, context,
-                               packed=plan.packing is not None, packing=plan.packing)
+                               packed=packing is not None, packing=packing)
         out_idx = (win.first_out[:, None] + torch.arange(t, device=h.device)).clamp(
             max=h.shape[1] - 1)  # (W, T): token predicting point k of the current character
         h_out = torch.gather(h, 1, out_idx[..., None].expand(-1, -1, h.shape[-1]))
-        after_lift = None
-        if self.head.jump_proj is not None:  # (W, T): point k follows a lift at point k - 1
-            lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
-            after_lift = take_rows(lifted.flatten(0, 1), win.batch_index * s + win.char_index)
-        p = self.head(h_out, after_lift)  # over (W, T)
-        params = _scatter_params(p, plan.windows.target, (b, s, t))
-        gates = None
-        if return_gates and gate is not None:
-            g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
-            gates = g.new_zeros(b, s, t, g.shape[-1])
-            gates[win.batch_index, win.char_index] = g
-        return ModelOutput(params, style, gates)
+        return h_out, gate, out_idx, win
 
 
 def _scatter_params(p: MixtureParams, target: torch.Tensor, shape) -> MixtureParams:

@@ -14,7 +14,7 @@ the forward computes exactly the same values with or without one (same indices, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -78,6 +78,16 @@ class WindowPlan:
         return WindowPlan(bw, sw, n_prev, idx, (~in_prev).long(), valid, valid & (pt >= 0),
                           token_char, flat_char, j.expand(len(bw), -1), bw * s + sw)
 
+    def take(self, rows: torch.Tensor, length: int) -> WindowPlan:
+        """The windows ``rows`` (K,) long, cut to their first ``length`` tokens (at least
+        the longest of them): a length class of a static-shape plan."""
+
+        def per_window(x: torch.Tensor) -> torch.Tensor:
+            x = x.index_select(0, rows)
+            return x[:, :length] if x.dim() == 2 else x
+
+        return WindowPlan(*(per_window(getattr(self, f.name)) for f in fields(self)))
+
     def padded(self, n_windows: int, n_slots: int, n_points: int) -> WindowPlan:
         """These windows and dummy ones up to ``n_windows``: one valid token each (the bank's
         zero row; attention needs a key), at sample 0, character 0, predicting into row
@@ -100,7 +110,7 @@ class WindowPlan:
                           more(self.first_out, 0), more(self.bank_index, n_slots * (1 + n_points)),
                           more(self.current, 1), torch.cat([self.valid, first]),
                           more(self.trajectory, False), more(self.token_char, 0),
-                          more(self.own_char, 0), self.positions[:1].expand(n_windows, -1),
+                          more(self.own_char, 0), torch.arange(big_l, device=dev)[None].expand(n_windows, -1),
                           more(self.target, n_slots))
 
 
@@ -136,3 +146,6 @@ class ForwardPlan:
     packing: Packing | None
     text: TextPlan | None
     views: GlyphViews | None = None
+    # a static-shape plan's windows in length classes, each run by the decoder on its own,
+    # padded to its own length (``windows`` is then the first class: every size static)
+    classes: tuple[WindowPlan, ...] = ()

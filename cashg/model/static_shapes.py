@@ -9,8 +9,9 @@ and size, the largest rung seen so far: sizes only grow, so a stage settles on o
 after its first few batches (``scripts/measure/shape_signatures.py`` counts them).
 
 What a padded step computes for the padding never reaches a loss: the batch is padded with
-invalid characters and points (:func:`cashg.model.batch.pad_batch`), every (sample,
-character) slot gets a window (:meth:`cashg.model.cashg_model.CASHG.static_plan`), and the
+invalid characters and points (:func:`cashg.model.batch.pad_batch`), the windows are run in
+:data:`LENGTH_CLASSES`, each class padded with dummy windows whose predictions are dropped
+(:meth:`cashg.model.cashg_model.CASHG.static_plan`), and the
 losses read every point and boundary, those that are not scored going to a group of their own
 that is dropped (:func:`cashg.training.packed.static_step_inputs`). The losses and gradients
 equal the unpadded step's within float rounding (tests/test_static_shapes.py).
@@ -20,12 +21,23 @@ from __future__ import annotations
 
 import bisect
 
+# window-length classes of a static-shape step: windows of at most 32 tokens, of 33-64, of
+# 65-128 and longer ones each run by the decoder on their own, padded to the class's bound
+# (the last to the longest window), so that a glyph window of 20 tokens is not padded to a
+# sentence's longest of 250 (cashg.model.cashg_model.CASHG.static_plan)
+LENGTH_CLASSES = (32, 64, 128)
+
 RUNGS = tuple(sorted({2 ** i for i in range(40)} | {3 * 2 ** i for i in range(40)}))
 
 
 def rung(n: int) -> int:
     """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^k) that is >= ``n``."""
     return RUNGS[bisect.bisect_left(RUNGS, max(n, 1))]
+
+
+def coarse_rung(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
 
 
 class ShapeLadder:
@@ -36,9 +48,11 @@ class ShapeLadder:
     def __init__(self) -> None:
         self.sizes: dict[str, int] = {}
 
-    def fit(self, name: str, n: int) -> int:
+    def fit(self, name: str, n: int, coarse: bool = False) -> int:
         """The padded size for a value ``n`` of size ``name`` (>= n; never smaller than the
-        size returned before under the same name)."""
-        size = max(self.sizes.get(name, 0), rung(n))
+        size returned before under the same name). ``coarse``: on powers of two only (fewer
+        sizes, up to twice the value: the window counts of the length classes, which vary
+        most from batch to batch)."""
+        size = max(self.sizes.get(name, 0), coarse_rung(n) if coarse else rung(n))
         self.sizes[name] = size
         return size

@@ -33,7 +33,7 @@ from cashg.losses import (
 )
 from cashg.model.batch import CharSequenceBatch, concat_batches, pad_batch
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.plan import ForwardPlan, longest_window
+from cashg.model.plan import ForwardPlan
 from cashg.model.static_shapes import ShapeLadder
 
 
@@ -95,12 +95,11 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
                        use_vdl: list[bool], cfg: TrainConfig, ladder: ShapeLadder,
                        stage: int) -> tuple[CharSequenceBatch, StepPlan]:
     """The batch padded to its stage's sizes on ``ladder`` (characters, points per character,
-    distinct code points, decoder windows and their length) and its :class:`StepPlan` of
-    static sizes (``padded``): every tensor's shape a function of those five sizes
+    distinct code points, decoder windows per length class, the longest window) and its
+    :class:`StepPlan` of static sizes (``padded``): every tensor's shape a function of those
     (:mod:`cashg.model.static_shapes`)."""
     net = getattr(model, "module", model)  # DDP wraps the model
     b, s0, t0 = batch.pen.shape
-    n_codes = int(torch.unique(batch.codepoints[batch.char_mask]).numel())
     s = ladder.fit(f"{stage}/S", max(s0, 2))  # S >= 2: a (B, S-1) boundary grid of one row
     t = ladder.fit(f"{stage}/T", t0)
     batch = pad_batch(batch, s, t)
@@ -121,11 +120,9 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
         bound_rows = torch.arange(b * (s - 1), device=dev)
         bound_group = torch.where(bounds, sample_group[:, None], dropped[:, None]).reshape(-1)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])  # as plan_step's
-    n_windows = ladder.fit(f"{stage}/W", int(windows.sum()))
-    length = ladder.fit(f"{stage}/L", longest_window(batch.point_mask.sum(-1), windows,
-                                                     net.cfg.bi_swt))
-    forward = net.static_plan(batch, sizes, windows, n_windows, length,
-                              ladder.fit(f"{stage}/U", n_codes))
+    forward = net.static_plan(batch, sizes, windows,
+                              lambda name, n: ladder.fit(f"{stage}/{name}", n,
+                                                         coarse=name.startswith("W")))
     return batch, StepPlan(forward, sample_group, torch.arange(b * s * t, device=dev),
                            point_group, x_only, bound_rows, bound_group, padded=True)
 

@@ -4,16 +4,18 @@
 # piece cannot eat the rest: the replayed step against eager (agreement, then demo stages 1-3
 # and paper stage 3 in bf16 and fp32, side by side), the padded step's kernels (the largest
 # kernel's share of the GPU time), samples per second against batch size; COMPILE=1 adds the
-# compiled step (capture against compile time). Then, in the same call, scripts/gpu_train.sh
-# trains the GPU profile's dsd (item 5) when results/subsets/dsd is there (carry it; TRAIN=0
-# leaves the training out): the whole issue in one 15-minute stay.
+# compiled step (capture against compile time). TRAIN=1 then runs scripts/gpu_train.sh, the
+# GPU profile's dsd training (item 5), when results/subsets/dsd is there (carry it). One device
+# call may run 10 minutes: the pieces (DEADLINE, 330 s) and the training (6 minutes) do not fit
+# one call, so the whole issue is two calls on one warm machine, this script, then
+# `bash scripts/gpu_train.sh` (or TRAIN=1 DEADLINE=200 for one call with fewer pieces).
 #
 #   bash scripts/measure/device_bench.sh [OUTDIR]      # $OUT on the device machine, else OUTDIR
 #
 # Runs under the machine's own python3 and torch (its CUDA build), with this checkout first on
 # PYTHONPATH. Prints a summary table last; every piece's whole log goes to OUTDIR/bench.log.
 # DEVICE=cpu: a smoke test of this script where there is no GPU (the graphs then fall back to
-# eager with a warning, which the summary shows; TRAIN=0 there, or the GPU profile trains on the CPU).
+# eager with a warning, which the summary shows).
 #
 # Side by side with an older commit in the same call (timings are only comparable on the same
 # warm machine): export it into an ignored folder, carry that folder, name it in BEFORE:
@@ -83,7 +85,7 @@ if [ "${COMPILE:-0}" = 1 ]; then  # inductor needs minutes per graph: capture ag
         --compile --compile-mode reduce-overhead --no-reference
 fi
 
-if [ "${TRAIN:-1}" = 1 ] && [ -d results/subsets/dsd ]; then  # item 5, after the pieces
+if [ "${TRAIN:-0}" = 1 ] && [ -d results/subsets/dsd ]; then  # item 5, after the pieces
     echo "=== gpu-train (t+$(($(date +%s) - start)) s): scripts/gpu_train.sh dsd" | tee -a "$log"
     OUT=$out DEVICE=$dev PYTHON=$py bash scripts/gpu_train.sh dsd >>"$log" 2>&1
     echo "=== gpu-train rc=$? (t+$(($(date +%s) - start)) s)" | tee -a "$log"

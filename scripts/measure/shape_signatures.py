@@ -54,7 +54,7 @@ def main() -> int:
     source = BatchSource(train, cfg, 0, 1, style_refs=model_cfg.style_refs)
     ladder = ShapeLadder()
     print(f"profile {args.profile}: {args.batches} batches per stage from {args.subsets}")
-    print("stage | signatures unpadded | signatures padded | padded sizes (S, T, U, W, L) | "
+    print("stage | signatures unpadded | signatures padded | padded sizes (S, T, U, L, W per length class) | "
           "batches per padded signature")
     worst = 0
     for stage in (1, 2, 3):
@@ -69,7 +69,7 @@ def main() -> int:
                 plain[signature(step_inputs(model, micro, cfg, contextlib.nullcontext(), vdl)[:2])] += 1
                 padded[signature(step_inputs(model, micro, cfg, contextlib.nullcontext(), vdl,
                                              (ladder, stage))[:2])] += 1
-        sizes = tuple(ladder.sizes.get(f"{stage}/{k}") for k in "STUWL")
+        sizes = tuple(ladder.sizes.get(f"{stage}/{k}") for k in ("S", "T", "U", "L", "W0", "W1", "W2", "W3"))
         worst = max(worst, len(padded))
         print(f"{stage} | {len(plain)} | {len(padded)} | {sizes} | "
               f"{sorted(padded.values(), reverse=True)}")
