@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -106,7 +106,6 @@ class GraphStats:
     capture_s: float = 0.0
     replays: int = 0
     failure: str | None = None
-    signatures: list[tuple] = field(default_factory=list)
 
 
 class GraphedStep:
@@ -158,7 +157,6 @@ class GraphedStep:
         cap = Capture(static, replay, output)
         self.captures[key] = cap
         self.stats.captures += 1
-        self.stats.signatures.append(key)
         self.stats.capture_s += time.perf_counter() - start
         return cap
 
