@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("cashg.report", "assemble the results report from stage outputs"),
     "import": ("cashg.baselines.cli", "read another method's outputs as cashg-ink"),
     "studio": ("cashg.studio.cli", "web app: write a sentence in a writer's or your own style"),
+    "params": ("cashg.params_cli", "switch params.yaml to a real dataset (params use EXAMPLE)"),
 }
 
 

@@ -391,11 +391,19 @@ def style_score_markdown(results: Path, benchmarks: Sequence[str]) -> list[str]:
              " row without generated test lines."]
     for bench in benchmarks:
         m = _read_json(results / "style_score" / bench / "metrics.json")
-        if m is not None:
-            lines.append(f"On `{bench}` ({m.get('writers')} writers, {m.get('lines_fitted')}"
-                         f" lines fitted, {m.get('lines_scored')} scored) the ground truth's own"
-                         f" lines reach top-1 {format_value(m.get('STYLE_top1_gt'))} (the"
-                         f" ceiling), chance is {format_value(m.get('chance_top1'))}.")
+        if m is None:
+            continue
+        if m.get("unavailable"):
+            lines.append(f"On `{bench}` there is no Style Score (`--`): {m['unavailable']}.")
+            continue
+        left = m.get("writers_left_out") or {}
+        left_text = (f"; {len(left)} writer(s) with fewer than two fitting lines left out,"
+                     f" their {m.get('lines_skipped', 0)} scored line(s) skipped"
+                     if left else "")
+        lines.append(f"On `{bench}` ({m.get('writers')} writers, {m.get('lines_fitted')}"
+                     f" lines fitted, {m.get('lines_scored')} scored{left_text}) the ground"
+                     f" truth's own lines reach top-1 {format_value(m.get('STYLE_top1_gt'))}"
+                     f" (the ceiling), chance is {format_value(m.get('chance_top1'))}.")
     return [" ".join(lines), ""]
 
 
@@ -406,15 +414,22 @@ def decoding_curve_markdown(results: Path, experiments: Sequence[str]) -> list[s
     parts: list[str] = []
     for exp in experiments:
         curve = _read_json(results / "decoding_curve" / exp / "curve.json")
+        if curve and curve.get("no_curve"):
+            if not parts:
+                parts += ["## Neatness against style (held-out writers)", ""]
+            parts += [f"`{exp}`: no curve: {curve['no_curve']}.", ""]
+            continue
         if not curve or not curve.get("rows"):
             continue
         if not parts:
             parts += ["## Neatness against style (held-out writers)", ""]
-        parts += [f"`{exp}` on {curve.get('lines')} (never the test lines); Style top-1 / top-5"
-                  f" over the {curve.get('scored_lines')} rows of the scored half, against"
-                  f" {len(curve.get('writers', []))} writers (the held-out ones among other"
-                  " train writers). The run decodes at temperature"
-                  f" {curve.get('used_temperature')}; lower is neater.", "",
+        style = (f"Style top-1 / top-5 over the {curve.get('scored_lines')} rows of the"
+                 f" scored half, against {len(curve.get('writers', []))} writers (the held-out"
+                 " ones among other train writers)" if not curve.get("no_style_score")
+                 else f"no Style Score (`--`): {curve['no_style_score']}")
+        parts += [f"`{exp}` on {curve.get('lines')} (never the test lines); {style}. The run"
+                  f" decodes at temperature {curve.get('used_temperature')}; lower is"
+                  " neater.", "",
                   "| temperature | CER ↓ | WER ↓ | Style top-1 ↑ | Style top-5 ↑ |",
                   "|--:|--:|--:|--:|--:|"]
         for r in curve["rows"]:
@@ -550,6 +565,13 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         " lines, the floor for this recognizer. `--`: no recognizer for the benchmark.",
         "",
         *style_score_markdown(results, table2_benchmarks),
+        "Placement (place): *Drift* is the median over the scored lines of how far the"
+        " straight line through the characters' centres rises or falls over the line, *Word"
+        " gap* the median gap between the ink of two consecutive words, both in the line's own"
+        " character heights (`cashg/metrics/placement.py`, docs/metrics.md); *GT*: the ground"
+        " truth of the same lines; *Gap ratio*: generated over ground-truth word gap. A row"
+        " drifts as the writers do when its Drift is near Drift GT.",
+        "",
         "Runaway lines: scored lines whose ink leaves the line (a drawn point more than 2 line"
         " heights from the median height of its ink, or a pen-down stroke longer than 24 line"
         " heights, a line height being that of the central 90 % of the line's ink;"

@@ -5,9 +5,18 @@
 #
 #   bash scripts/gpu_train.sh [EXPERIMENT]        # default dsd; on the GPU machine, in a copy of
 #                                                 # this checkout holding results/subsets/<benchmark>
+# One call of the device tool runs at most ten minutes, set-up included: the script first
+# measures this machine's step rate on the experiment's own data and scales the schedule so
+# that its steps take at most FIT_SHARE % of TRAIN_SECONDS (python -m cashg.training.fit_schedule:
+# every iteration count alike, the curriculum keeps its shape), then trains with
+# --deadline TRAIN_SECONDS - 30: should the steps still run late, the training stops there and
+# writes model.pt from the weights so far (train_summary.json says where it stopped).
+#
 # Environment:
 #   PARAMS=params.gpu.yaml   the profile          DEVICE=cuda (cpu: a smoke test of this script)
-#   TRAIN_SECONDS=360        wall-clock limit of the training (SIGTERM: a checkpoint, then exit)
+#   TRAIN_SECONDS=360        wall-clock budget of the training (fit + steps + evaluations)
+#   FIT_SHARE=75             per cent of it the steps are sized to (the rest: evaluations,
+#                            checkpoints, sample pictures, start-up); FIT=0 keeps the schedule
 #   OUT=results/gpu_train    where the run goes ($OUT of the device tool: it comes back)
 #   SET="train.x=1 ..."      extra --set overrides (a short schedule for the smoke test)
 #   BF16=1                   bf16 autocast          PYTHON=python3
@@ -51,18 +60,32 @@ if ! "$py" -c "import matplotlib" 2>/dev/null; then  # the sample pictures need 
     sets+=(--set train.sample_lines=0)
 fi
 for s in ${SET:-}; do sets+=(--set "$s"); done
-flags=(--experiment "$exp" --params "$params" --out "$out/train/$exp" --device "$device"
-       --no-progress "${track[@]}")
-[ "${BF16:-0}" = 1 ] && flags+=(--bf16)
+bf16=()
+[ "${BF16:-0}" = 1 ] && bf16=(--bf16)
 start=$(date +%s)
+if [ "${FIT:-1}" = 1 ]; then
+    steps=$((limit * ${FIT_SHARE:-75} / 100))
+    fitted=$("$py" -m cashg.training.fit_schedule --experiment "$exp" --params "$params" \
+        --device "$device" --seconds "$steps" "${bf16[@]}" "${sets[@]}" 2> >(tee -a "$log" >&2))
+    for s in $fitted; do sets+=(--set "$s"); done
+    echo "gpu_train: schedule for $steps s of steps: ${fitted:-unchanged (it fits)}" \
+        | tr '\n' ' ' | tee -a "$log"; echo | tee -a "$log"
+fi
+left=$((limit - ($(date +%s) - start)))
+flags=(--experiment "$exp" --params "$params" --out "$out/train/$exp" --device "$device"
+       --no-progress --deadline "$((left > 60 ? left - 30 : 30))" "${bf16[@]}" "${track[@]}")
 set +e
-timeout -s TERM -k 60 "$limit" "$py" -m cashg.training.stage "${flags[@]}" "${sets[@]}" \
+timeout -s TERM -k 60 "$((left + 60))" "$py" -m cashg.training.stage "${flags[@]}" "${sets[@]}" \
     2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
 set -e
 wall=$(($(date +%s) - start))
+summary=$out/train/$exp/train_summary.json
 if [ -f "$out/train/$exp/model.pt" ] && [ "$rc" = 0 ]; then
-    echo "gpu_train: $exp trained in $wall s on $device: $out/train/$exp/model.pt" | tee -a "$log"
+    how=$("$py" -c "import json, sys; s = json.load(open(sys.argv[1]));
+print(s.get('stopped') or 'the whole schedule, ' + str(s['iterations']) + ' iterations')" "$summary")
+    echo "gpu_train: $exp trained in $wall s on $device ($how): $out/train/$exp/model.pt" \
+        | tee -a "$log"
 else
     echo "gpu_train: $exp did not finish within $limit s (rc $rc, $wall s): the latest checkpoint" \
          "is in $out/train/$exp/checkpoints; rerun with a larger TRAIN_SECONDS to resume" \

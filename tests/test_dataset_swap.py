@@ -8,7 +8,13 @@ are put into a copy of ``params.yaml`` with the roots pointed at the tree, and
     benchmark's ``--protocol``, and Snakemake and DVC agree;
 (b) the data stages run, by the very commands of that DAG (parse -> preprocess -> subsets ->
     evaluate_gt, in process, one worker): the subsets have the expected writer split and the
-    ground-truth check was scored under the expected protocol.
+    ground-truth check was scored under the expected protocol;
+(c) the whole DAG runs, from parse to the report, with a tiny training
+    (:mod:`whole_dag`), once per example and shared by its tests, on trees shaped like the
+    real data: test writers with a single line, new-text characters the training lacks, a
+    DeepWriting root holding a single npz, IAM-OnDB forms with and without segmentation.
+    The side metrics (Style Score, new text, decoding curve, recognizer) score what they
+    can and say what they left out and why; they never stop the DAG.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numpy as np
 import pytest
 import yaml
 from params_edits import params_error
+from whole_dag import run_whole_dag, tiny
 
 from cashg.core.config.data import DemoConfig
 from cashg.core.ink import read_ink
@@ -34,9 +41,10 @@ EXAMPLES = REPO / "params.examples"
 
 
 # --------------------------------------------------------------------------- fixture trees
-def _demo_trees(root: Path) -> tuple[Path, Path, dict[str, list[str]]]:
+def _demo_trees(root: Path) -> tuple[Path, Path, dict[str, list[str]], set[str]]:
     """IAM-OnDB and BRUSH trees from the demo generator (real formats, no defects); BRUSH
-    writers renamed 146..151 so that the DSD ranges (0-149 / 150-169) apply unchanged."""
+    writers renamed 146..151 so that the DSD ranges (0-149 / 150-169) apply unchanged, writer
+    151 with a single line; one IAM-OnDB train form without segmentation (returned)."""
     from preprocessing.demo.corpus import generate_demo_corpus
 
     cfg = DemoConfig(writers_per_layout=6, sentences_per_writer=3, glyph_lines_per_writer=0,
@@ -49,8 +57,18 @@ def _demo_trees(root: Path) -> tuple[Path, Path, dict[str, list[str]]]:
     renamed.mkdir()
     for w in range(6):
         shutil.move(brush / str(w), renamed / str(146 + w))
+    # a test writer with a single line (real data: DeepWriting's writers have one to three)
+    for extra in sorted((renamed / "151").iterdir())[1:]:
+        extra.unlink()
+    # an IAM-OnDB form without character segmentation (real data: the Character-Queries
+    # ground truth covers only part of the forms)
+    seg_path = iam / "segmentation.json"
+    segmentation = json.loads(seg_path.read_text())
+    unsegmented = {(iam / "trainset.txt").read_text().split()[0]}  # one of the train forms
+    seg_path.write_text(json.dumps({k: v for k, v in segmentation.items()
+                                    if k.rsplit("-", 1)[0] not in unsegmented}))
     manifest = json.loads((iam / "DEFECTS.json").read_text())
-    return iam, renamed, manifest["writers"]
+    return iam, renamed, manifest["writers"], unsegmented
 
 
 def _stroke(x0: float, y0: float, n: int, dx: float = 3.0, dy: float = 1.5) -> np.ndarray:
@@ -58,33 +76,58 @@ def _stroke(x0: float, y0: float, n: int, dx: float = 3.0, dy: float = 1.5) -> n
     return np.column_stack([x0 + dx * k, y0 + dy * np.sin(k + x0)])
 
 
+DW_TEXTS = ["the cat sat", "a red box", "go to sea", "we ran on"]
+
+
+def _dw_chunk(text: str, subject: int):
+    """A DeepWriting chunk of ``text``: per character a short wavy stroke, words apart."""
+    from deepwriting_format import Piece, build_chunk
+
+    pieces, x = [], 0.0
+    for w, word in enumerate(text.split(" "), start=1):
+        for c in word:
+            n = 4 + (ord(c) + subject) % 4
+            pieces.append(Piece(_stroke(x, (ord(c) % 5) - 2.0, n), c, len(pieces), word=w))
+            x += 3.0 * n + 4
+        x += 12
+    return build_chunk(pieces)
+
+
 def _deepwriting_tree(root: Path) -> Path:
     """deepwriting_training.npz (subjects 1, 2, 3) and deepwriting_validation.npz (1, 4):
     like DeepWriting's own random chunk split, the two files share a writer."""
-    from deepwriting_format import Piece, build_chunk, write_npz
-
-    def chunk(text: str, subject: int):
-        pieces, x = [], 0.0
-        for w, word in enumerate(text.split(" "), start=1):
-            for c in word:
-                n = 4 + (ord(c) + subject) % 4
-                pieces.append(Piece(_stroke(x, (ord(c) % 5) - 2.0, n), c, len(pieces), word=w))
-                x += 3.0 * n + 4
-            x += 12
-        return build_chunk(pieces)
+    from deepwriting_format import write_npz
 
     out = root / "deepwriting"
     out.mkdir()
-    texts = ["the cat sat", "a red box", "go to sea", "we ran on"]
     for name, subjects in (("deepwriting_training.npz", [1, 2, 3]),
                            ("deepwriting_validation.npz", [1, 4])):
         chunks, subj, lines = [], [], []
         for s in subjects:
-            for t in texts[:2] if name.endswith("validation.npz") else texts:
-                chunks.append(chunk(t, s))
+            for t in DW_TEXTS[:2] if name.endswith("validation.npz") else DW_TEXTS:
+                chunks.append(_dw_chunk(t, s))
                 subj.append(s)
                 lines.append(t)
         write_npz(out / name, chunks, subj, lines)
+    return out
+
+
+def _single_npz_tree(root: Path) -> Path:
+    """One npz, as a user who downloaded only DeepWriting's validation file has: subjects
+    1-4 with four chunks each and subjects 5, 6 (the test writers of a writer-range split)
+    with one and two."""
+    from deepwriting_format import write_npz
+
+    out = root / "deepwriting_single"
+    out.mkdir()
+    chunks, subjects, lines = [], [], []
+    for subject, count in ((1, 4), (2, 4), (3, 4), (4, 4), (5, 1), (6, 2)):
+        for k in range(count):
+            text = DW_TEXTS[(subject + k) % len(DW_TEXTS)]
+            chunks.append(_dw_chunk(text, subject))
+            subjects.append(subject)
+            lines.append(text)
+    write_npz(out / "deepwriting_validation.npz", chunks, subjects, lines)
     return out
 
 
@@ -182,7 +225,8 @@ def swap_params(example: str, roots: dict[str, Path], rename: dict[str, str] | N
 
 
 def pipeline_copy(root: Path, params: dict) -> Path:
-    """The DAG definition (Snakefile, dvc.yaml, workflow/) with ``params`` in a DVC repo."""
+    """The DAG definition (Snakefile, dvc.yaml, workflow/) with ``params`` in a DVC repo, and
+    the project's new-text sentences (``resources/new_text``)."""
     from dvc.repo import Repo
 
     root.mkdir()
@@ -190,6 +234,7 @@ def pipeline_copy(root: Path, params: dict) -> Path:
         shutil.copy(REPO / name, root / name)
     shutil.copytree(REPO / "workflow", root / "workflow",
                     ignore=shutil.ignore_patterns("__pycache__", "profiles"))
+    shutil.copytree(REPO / "resources" / "new_text", root / "resources" / "new_text")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
     Repo.init(str(root), no_scm=True).close()
     return root
@@ -274,11 +319,12 @@ def gt_protocol(root: Path, bench: str) -> tuple[str, dict]:
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
-    iam, brush, iam_writers = _demo_trees(root)
+    iam, brush, iam_writers, unsegmented = _demo_trees(root)
     casia1, icdar = _casia1_trees(root)
-    return {"iam": iam, "iam_writers": iam_writers, "brush": brush,
+    return {"iam": iam, "iam_writers": iam_writers, "iam_unsegmented": unsegmented,
+            "brush": brush,
             "deepwriting": _deepwriting_tree(root), "casia1": casia1, "icdar2013": icdar,
-            "casia2": _casia2_tree(root)}
+            "casia2": _casia2_tree(root), "deepwriting_single": _single_npz_tree(root)}
 
 
 # --------------------------------------------------------------------------- the swaps
@@ -295,7 +341,10 @@ def test_iam_ondb_swap(trees, tmp_path, monkeypatch):
         return {f"iam:{writer_of[f]}" for n in names for f in lists[n]}
 
     got = split_writers(root, "deepwriting")
-    assert got["train"] == writers("trainset")
+    # the unsegmented train form's lines are rejected in preprocessing (review.csv), so its
+    # writer has no training sentence
+    unsegmented = {f"iam:{writer_of[f]}" for f in trees["iam_unsegmented"]}
+    assert got["train"] == writers("trainset") - unsegmented and unsegmented
     assert got["validation"] == writers("testset_v")
     assert got["test"] == writers("testset_t", "testset_f")
     protocol, metrics = gt_protocol(root, "deepwriting")
@@ -386,6 +435,240 @@ def test_merged_example_dag(tmp_path):
     assert "results/subsets/en_merged" in dvc["train__merged_neither"].inputs
     assert '"experiments.merged-neither": {"benchmark": "en_merged"' in \
         dvc["train__merged_neither"].params
+
+
+# --------------------------------------------------------------------------- the whole DAG
+def _whole_dag(tmp_path_factory, name: str, params: dict) -> Path:
+    """A pipeline copy with ``params`` at tiny budgets, every stage run (:mod:`whole_dag`)."""
+    root = pipeline_copy(tmp_path_factory.mktemp(name) / "repo", tiny(params))
+    with pytest.MonkeyPatch.context() as mp:
+        run_whole_dag(root, mp)
+    return root
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _check_side_metrics(root: Path, experiments: dict[str, str], new_text: tuple[str, ...] = (),
+                        recognizers: tuple[str, ...] = ()) -> str:
+    """What every run shows: the report was written; each benchmark's Style Score is either
+    there or missing with its reason, in its metrics and in the report; new text's sentence
+    counts reconcile and every left-out sentence is named with its reason; each listed
+    recognizer scored its benchmark; each decoding curve says why it lacks what it lacks.
+    Returns the report's text."""
+    report = (root / "results/report/report.md").read_text(encoding="utf-8")
+    assert "## Sentence-level results" in report
+    for exp, bench in experiments.items():
+        scorer = _json(root / "results/style_score" / bench / "metrics.json")
+        metrics = _json(root / "results/evaluate" / exp / "metrics.json")
+        details = _json(root / "results/evaluate" / exp / "details.json")
+        if scorer["unavailable"]:
+            assert metrics["STYLE_top1"] is None
+            assert f"On `{bench}` there is no Style Score (`--`): {scorer['unavailable']}" \
+                in report
+        elif details.get("style_score", {}).get("lines_skipped"):
+            assert details["style_score"]["skipped_why"]
+        place = details["placement"]
+        assert metrics["DRIFT_gt"] is not None or place["left_out"] or place["not_measured"]
+        if bench in recognizers:
+            assert metrics["CER_gt"] is not None, exp
+    for exp in new_text:
+        metrics = _json(root / "results/new_text" / exp / "metrics.json")
+        details = _json(root / "results/new_text" / exp / "details.json")
+        assert metrics["sentences_asked"] == metrics["sentences_written"] + \
+            metrics["sentences_skipped"]
+        assert len(details["skipped_sentences"]) == metrics["sentences_skipped"]
+        assert all(why for why in details["skipped_sentences"].values())
+        lines = (root / "results/new_text" / exp / "lines.csv").read_text().splitlines()
+        assert len(lines) - 1 == metrics["lines"]
+        curve = _json(root / "results/decoding_curve" / exp / "curve.json")
+        assert curve["rows"] or curve["no_curve"]
+        if curve["rows"] and curve["rows"][0]["STYLE_top1"] is None:
+            assert curve["no_style_score"]
+    return report
+
+
+@pytest.fixture(scope="module")
+def brush_whole(trees, tmp_path_factory):
+    return _whole_dag(tmp_path_factory, "brush", swap_params("brush.yaml",
+                                                             {"brush": trees["brush"]}))
+
+
+@pytest.mark.xdist_group("whole_brush")
+def test_brush_runs_to_the_report(brush_whole):
+    """BRUSH with a test writer of a single line: no writer classifier can be fitted (the
+    other test writer alone), so the Style Score is -- with the reason; the project's
+    sentences use characters this training never saw: those are left out and named."""
+    report = _check_side_metrics(brush_whole, {"dsd": "dsd"}, new_text=("dsd",),
+                                 recognizers=("dsd",))
+    scorer = _json(brush_whole / "results/style_score/dsd/metrics.json")
+    assert scorer["writers_left_out"]["brush:151"].startswith(("0 line(s)", "1 line(s)"))
+    assert "2 writers" in scorer["unavailable"]
+    skipped = _json(brush_whole / "results/new_text/dsd/details.json")["skipped_sentences"]
+    assert any("not among the characters" in why for why in skipped.values())
+    assert "| dsd | CASHG (this run) |" in report
+
+
+@pytest.fixture(scope="module")
+def deepwriting_whole(trees, tmp_path_factory):
+    return _whole_dag(tmp_path_factory, "deepwriting", swap_params(
+        "deepwriting.yaml", {"deepwriting": trees["deepwriting"]}, iam_ondb_root=trees["iam"]))
+
+
+@pytest.mark.xdist_group("whole_deepwriting")
+def test_deepwriting_runs_to_the_report(deepwriting_whole):
+    _check_side_metrics(deepwriting_whole, {"deepwriting": "deepwriting"},
+                        new_text=("deepwriting",), recognizers=("deepwriting",))
+
+
+@pytest.fixture(scope="module")
+def single_npz_whole(trees, tmp_path_factory):
+    """A root holding a single npz (the user of the issue): the benchmark split on subject
+    ids, writers 1-4 train and 5-6 test (writer 5 has one line)."""
+    params = swap_params("deepwriting.yaml", {"deepwriting": trees["deepwriting_single"]},
+                         iam_ondb_root=trees["iam"])
+    params["subsets"]["benchmarks"]["deepwriting"]["sources"]["deepwriting"] = {
+        "rule": "writer_range", "train_writers": [1, 4], "test_writers": [5, 6]}
+    return _whole_dag(tmp_path_factory, "single_npz", params)
+
+
+@pytest.mark.xdist_group("whole_single_npz")
+def test_a_single_npz_root_runs_to_the_report(single_npz_whole):
+    _check_side_metrics(single_npz_whole, {"deepwriting": "deepwriting"},
+                        new_text=("deepwriting",), recognizers=("deepwriting",))
+    assert split_writers(single_npz_whole, "deepwriting")["test"] == {"deepwriting:5",
+                                                                      "deepwriting:6"}
+
+
+@pytest.fixture(scope="module")
+def iam_whole(trees, tmp_path_factory):
+    return _whole_dag(tmp_path_factory, "iam", swap_params("iam_ondb.yaml", {"iam": trees["iam"]}))
+
+
+@pytest.mark.xdist_group("whole_iam")
+def test_iam_ondb_with_partial_segmentation_runs_to_the_report(iam_whole):
+    """A form without segmentation is parsed (a warning per line), its lines are rejected by
+    preprocessing with the reason (the subsets need characters), the others feed the run."""
+    _check_side_metrics(iam_whole, {"deepwriting": "deepwriting"}, new_text=("deepwriting",),
+                        recognizers=("deepwriting",))
+    assert "no_segmentation" in (iam_whole / "results/parse/iam/review.csv").read_text()
+    summary = _json(iam_whole / "results/preprocess/iam/summary.json")
+    assert summary["seen"] == summary["kept"] + summary["rejected"]
+    assert summary["rejected"] == 3 and "unsegmented" in json.dumps(summary)
+
+
+@pytest.fixture(scope="module")
+def casia_whole(trees, tmp_path_factory):
+    glyphs = _whole_dag(tmp_path_factory, "casia1", swap_params(
+        "casia1.yaml", {"casia1": trees["casia1"], "icdar2013": trees["icdar2013"]}))
+    lines = _whole_dag(tmp_path_factory, "casia2", swap_params(
+        "casia2.yaml", {"casia2": trees["casia2"]}))
+    return glyphs, lines
+
+
+@pytest.mark.xdist_group("whole_casia")
+def test_casia_examples_run_to_the_report(casia_whole):
+    glyphs, lines = casia_whole
+    _check_side_metrics(glyphs, {"sdt_glyph": "sdt_glyph"})
+    _check_side_metrics(lines, {"olhwg": "olhwg"})
+    assert _json(glyphs / "results/evaluate/sdt_glyph/metrics.json")["DTW_norm"] is not None
+
+
+@pytest.fixture(scope="module")
+def merged_whole(trees, tmp_path_factory):
+    return _whole_dag(tmp_path_factory, "merged", swap_params(
+        "merged.yaml", {"iam": trees["iam"], "brush": trees["brush"]}))
+
+
+@pytest.mark.xdist_group("whole_merged")
+def test_merged_runs_to_the_report_with_its_ablation(merged_whole):
+    report = _check_side_metrics(
+        merged_whole, {"dsd": "dsd", "deepwriting": "deepwriting", "merged": "merged",
+                       "merged-full": "merged"},
+        new_text=("dsd",), recognizers=("dsd", "deepwriting", "merged"))
+    assert "## Ablation on `merged`" in report
+
+
+# --------------------------------------------------------------------------- cashg params use
+def _repo_with_params(tmp_path: Path) -> Path:
+    """A folder with the repository's params.yaml and params.examples/ (what a clone has)."""
+    root = tmp_path / "clone"
+    root.mkdir()
+    shutil.copy(REPO / "params.yaml", root / "params.yaml")
+    shutil.copytree(EXAMPLES, root / "params.examples")
+    shutil.copytree(REPO / "resources" / "new_text", root / "resources" / "new_text")
+    return root
+
+
+def _params_use(root: Path, *argv: str) -> int:
+    from cashg.cli import main
+
+    return main(["params", "use", *argv, "--params", str(root / "params.yaml")])
+
+
+def test_params_use_writes_the_example_blocks_and_prints_the_diff(trees, tmp_path, capsys):
+    """One command switches to a real dataset: the example's blocks with the root, the other
+    sections and their comments kept, the survey of the root, the change as a diff; the
+    result loads as every stage will read it and matches the by-hand swap."""
+    root = _repo_with_params(tmp_path)
+    before = (root / "params.yaml").read_text()
+    assert _params_use(root, "brush", "--root", str(trees["brush"])) == 0
+    out = capsys.readouterr().out
+    assert f"brush (brush) at {trees['brush']}:" in out
+    assert "6 writer folders (146..151)" in out and "split: train 4, test 2, outside 0" in out
+    assert "--- a/params.yaml" in out and f"+    root: {trees['brush']}" in out
+    after = (root / "params.yaml").read_text()
+    assert after != before and "# DEMO sizes (CPU-trainable)" in after  # comments kept
+    params = load_params(root / "params.yaml")
+    by_hand = swap_params("brush.yaml", {"brush": trees["brush"]})
+    assert params["datasets"]["brush"].root == str(trees["brush"])
+    assert set(params["subsets"].benchmarks) == set(by_hand["subsets"]["benchmarks"])
+    assert set(params["experiments"]) == set(by_hand["experiments"])
+    assert list(params["recognizer"].benchmarks) == by_hand["recognizer"]["benchmarks"]
+    assert params["model"] == load_params(REPO / "params.yaml")["model"]  # the rest kept
+
+
+def test_params_use_checks_the_roots_and_writes_nothing_on_a_problem(trees, tmp_path,
+                                                                       capsys):
+    root = _repo_with_params(tmp_path)
+    before = (root / "params.yaml").read_text()
+    # DeepWriting with a single npz: the example's source-file split cannot be met
+    assert _params_use(root, "deepwriting", "--root", str(trees["deepwriting_single"])) == 2
+    captured = capsys.readouterr()
+    assert "no npz file matches the train files ['deepwriting_training.npz']" in captured.out
+    assert "holds a single npz: give the benchmark a writer_range split" in captured.out
+    assert "params.yaml is unchanged" in captured.err
+    # a root that is not there; a dataset key the example does not have; a missing root
+    assert _params_use(root, "brush", "--root", str(tmp_path / "nowhere")) == 2
+    assert "does not exist" in capsys.readouterr().out
+    assert _params_use(root, "merged", "--root", f"iam={trees['iam']}") == 2
+    assert "no root for brush" in capsys.readouterr().err
+    assert _params_use(root, "merged", "--root", f"casia={trees['iam']}",
+                       "--root", f"brush={trees['brush']}") == 2
+    assert "'casia' is not a dataset of merged.yaml" in capsys.readouterr().err
+    assert _params_use(root, "nope", "--root", "x") == 2
+    assert "no example 'nope'" in capsys.readouterr().err
+    assert (root / "params.yaml").read_text() == before
+    assert not list(root.glob(".params-use-*"))  # the checked copy is gone
+
+
+def test_params_use_merged_and_deepwriting_with_their_extra_roots(trees, tmp_path, capsys):
+    root = _repo_with_params(tmp_path)
+    assert _params_use(root, "deepwriting", "--root", str(trees["deepwriting"]),
+                       "--iam-ondb-root", str(trees["iam"]), "--check") == 0
+    out = capsys.readouterr().out
+    assert "deepwriting_training.npz: 3 writers" in out and "split: train 3, test 2" in out
+    assert "--check: " in out and "IAM-OnDB span from" in out
+    assert _params_use(root, "merged", "--root", f"iam={trees['iam']}",
+                       "--root", f"brush={trees['brush']}") == 0
+    out = capsys.readouterr().out
+    assert "trainset.txt: 3 forms listed, 3 with line files" in out
+    params = load_params(root / "params.yaml")
+    assert {k: v.root for k, v in params["datasets"].items()} == {
+        "iam": str(trees["iam"]), "brush": str(trees["brush"])}
+    assert params["ablation"].cells == ("merged-full", "merged-no_biswt", "merged-no_gate",
+                                        "merged-neither")
 
 
 def test_demo_params_keep_the_demo_benchmarks():

@@ -21,6 +21,7 @@ KEYS = ["F1_cursive", "CRE", "KGS", "SSS", "DTW_raw", "DTW_norm", "DTW_std",
         "ERR_lower_gt", "ERR_upper_gt", "ERR_digit_gt", "ERR_punct_gt", "ERR_space_gt",
         "ERR_initial_gt",
         "RUNAWAY", "RUNAWAY_share", "RUNAWAY_gt",  # lines whose ink leaves the line
+        "DRIFT", "DRIFT_gt", "DRIFT_ratio", "GAP", "GAP_gt", "GAP_ratio",  # placement
         "STYLE_top1", "STYLE_top5", "STYLE_top1_gt", "STYLE_top5_gt", "STYLE_lines"]
 
 

@@ -78,24 +78,104 @@ def test_a_capture_is_reused_for_its_signature_and_its_inputs_are_copied_in():
     assert calls[1] == calls[0] == calls[2]
 
 
-def test_a_failing_capture_falls_back_to_eager_with_a_warning(subsets: Path, tmp_path):
+def test_a_failing_capture_falls_back_to_the_plain_step_with_a_warning(subsets: Path,
+                                                                       tmp_path, monkeypatch):
+    """The step that fails runs its body eagerly; every later step is the plain packed step
+    (no padding: it only served the replay), bit for bit as a trainer that drops its static
+    shapes at that point, and the warning is said once."""
+    import cashg.training.packed as packed
+
     class Broken:
         def capture(self, fn, restore):
             raise RuntimeError("operation not permitted when stream is capturing")
 
-    eager = trainer_for(subsets, tmp_path / "eager", dataclasses.replace(CFG, static_shapes=True))
+    padded = trainer_for(subsets, tmp_path / "padded", dataclasses.replace(CFG, static_shapes=True))
     graphed = trainer_for(subsets, tmp_path / "graphed", dataclasses.replace(CFG, cuda_graphs=True))
     graphed.graphed.backend = Broken()
-    graphed.model.load_state_dict(eager.model.state_dict())
+    graphed.model.load_state_dict(padded.model.state_dict())
     with pytest.warns(RuntimeWarning, match="train.cuda_graphs: capturing the step failed "
                                             r"\(RuntimeError: operation not permitted"):
-        got = _run(graphed, range(0, 3))
+        got = _run(graphed, range(0, 2))  # step 0: a stage's first, eager; 1: the failure
     assert not graphed.graphed.active
+    assert got == _run(padded, range(0, 2))  # so far the padded step, bit for bit
+    padded.shapes = None  # from here on: the plain packed step
+    padded_calls = []
+    real = packed.static_step_inputs
+    monkeypatch.setattr(packed, "static_step_inputs",
+                        lambda *a, **k: padded_calls.append(1) or real(*a, **k))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
-        got += _run(graphed, range(3, 4))
-    want = _run(eager, range(0, 4))
-    assert got == want  # the eager padded step, bit for bit
+        got = _run(graphed, range(2, 4))
+    assert padded_calls == []  # no padding any more
+    assert got == _run(padded, range(2, 4))
+
+
+def test_superseded_captures_are_freed():
+    """A new epoch (a new stage, or a stage whose padded sizes grew) frees every capture:
+    none of them can be replayed again."""
+    step = GraphedStep(lambda x: x.sum().reshape(1), lambda: None, lambda _: None, Rerun())
+    step(torch.ones(3), epoch=(1, (("1/S", 4),)))
+    step(torch.ones(4), epoch=(1, (("1/S", 4),)))
+    assert len(step.captures) == 2 and step.stats.freed == 0
+    step(torch.ones(3), epoch=(1, (("1/S", 6),)))  # a size grew: the two are superseded
+    assert len(step.captures) == 1 and step.stats.freed == 2
+    step(torch.ones(3), epoch=(2, (("2/S", 6),)))  # a new stage
+    assert step.stats.freed == 3 and step.stats.captures == 4
+
+
+def test_the_graph_body_with_dropout_and_active_clipping(subsets: Path, tmp_path):
+    """Dropout > 0 and a clipping that binds: the replayed step (its warm-up's random draws
+    undone with its BatchNorm statistics) trains as the eager padded one."""
+    from cashg.model.presets import TINY, with_changes
+
+    model = with_changes(TINY, dropout=0.2)
+    cfg = dataclasses.replace(CFG, grad_clip=0.05)
+    padded = trainer_for(subsets, tmp_path / "padded",
+                         dataclasses.replace(cfg, static_shapes=True), model)
+    graphed = trainer_for(subsets, tmp_path / "graphed",
+                          dataclasses.replace(cfg, cuda_graphs=True), model)
+    graphed.graphed.backend = Rerun()
+    graphed.model.load_state_dict(padded.model.state_dict())
+    want, got = _run(padded, ITERS), _run(graphed, ITERS)
+    assert graphed.graphed.stats.replays == len(ITERS) - 3
+    assert all(w["train/grad_norm"] > 0.05 for w in want)  # the clipping binds
+    for t, (w, g) in enumerate(zip(want, got)):
+        off = {k: (g[k], v) for k, v in w.items()
+               if g[k] != pytest.approx(v, rel=1e-4, abs=1e-6)}
+        assert not off, (t, off)
+    params = dict(padded.model.named_parameters())
+    for n, p in graphed.model.named_parameters():
+        assert torch.allclose(p, params[n], rtol=1e-4, atol=1e-6), n
+
+
+def test_a_resumed_graphed_run_pads_and_trains_as_the_uninterrupted_one(subsets: Path,
+                                                                         tmp_path):
+    """The shape ladder is checkpointed: a run stopped and resumed pads to the sizes the
+    uninterrupted run had reached, and trains the same within rounding."""
+    cfg = dataclasses.replace(CFG, cuda_graphs=True, total_iters=8, checkpoint_interval=4,
+                              eval_interval=100)
+
+    def trainer(folder: str, **opts):
+        t = trainer_for(subsets, tmp_path / folder, cfg, keep_history=True, **opts)
+        t.graphed.backend = Rerun()
+        return t
+
+    full = trainer("a")
+    whole = full.run()
+    first = trainer("b", stop_after=4)
+    part = first.run()
+    ladder = dict(first.shapes.sizes)
+    second = trainer("b")
+    rest = second.run()
+    assert second.resumed_from is not None
+    assert {k: v for k, v in second.shapes.sizes.items() if k in ladder} == ladder
+    history = part.history + rest.history
+    assert [h["iteration"] for h in history] == list(range(8))
+    for u, r in zip(whole.history, history):
+        off = {k: (r[k], v) for k, v in u.items() if isinstance(v, float)
+               and r[k] != pytest.approx(v, rel=1e-4, abs=1e-6)}
+        assert not off, (u["iteration"], off)
+    assert full.shapes.sizes == second.shapes.sizes
 
 
 def test_tensor_trees_round_trip_and_sign_by_shape():

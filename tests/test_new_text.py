@@ -237,21 +237,45 @@ def test_stage_counts_runaway_lines_and_scores_style(tiny_run, tmp_path, capsys)
     assert len(runaway["lines"]) == metrics["RUNAWAY"]
 
 
-def test_stage_refuses_a_sentence_of_the_training_lines(tiny_run, tmp_path, capsys):
+def test_stage_skips_a_sentence_of_the_training_lines_and_names_it(tiny_run, tmp_path,
+                                                                   capsys):
     window = tiny_run["training_window"]
-    rc, out = _run(tiny_run, tmp_path, [tiny_run["sentences"][0], window])
+    rc, out = _run(tiny_run, tmp_path, [tiny_run["sentences"][0], window], per_writer=1)
     err = capsys.readouterr().err
-    assert rc == 2 and not out.exists()
-    assert f"{window!r} (in training line" in err and "train/sentence.h5" in err
+    assert rc == 0, err
+    assert f"skipped {window!r}: occurs in training line" in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["sentences_asked"], metrics["sentences_written"],
+            metrics["sentences_skipped"]) == (2, 1, 1)
+    lines = pd.read_csv(out / "lines.csv", keep_default_na=False)
+    assert set(lines["text"]) == {tiny_run["sentences"][0]} and len(lines) == 2
+    details = json.loads((out / "details.json").read_text())
+    assert list(details["skipped_sentences"]) == [window]
 
 
-def test_stage_refuses_a_character_the_model_never_trained_on(tiny_run, tmp_path, capsys):
+def test_stage_skips_characters_the_model_never_trained_on(tiny_run, tmp_path, capsys):
+    """A real dataset need not hold every character of the sentences: those sentences are
+    left out and named, the others written; with none left every metric is -- and the
+    picture says why, and the stage still succeeds (a side metric never stops the DAG)."""
     assert "~" not in tiny_run["inventory"]
     odd = tiny_run["sentences"][1] + "~"
-    rc, out = _run(tiny_run, tmp_path, [tiny_run["sentences"][0], odd])
+    rc, out = _run(tiny_run, tmp_path, [tiny_run["sentences"][0], odd], per_writer=1)
     err = capsys.readouterr().err
-    assert rc == 2 and not out.exists()
-    assert f"'~' in {odd!r}" in err and "model.pt trained on" in err
+    assert rc == 0, err
+    assert f"skipped {odd!r}: character(s) '~' not among the characters" in err
+    assert "model.pt trained on" in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["lines"] == 2 and metrics["sentences_skipped"] == 1
+    assert metrics["lines"] == metrics["sentences_written"] * 2  # 2 writers x 1 line
+    (tmp_path / "none").mkdir()
+    rc, out = _run(tiny_run, tmp_path / "none", [odd])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "every metric is --" in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["CER"] is None and metrics["lines"] == 0 and metrics["DRIFT"] is None
+    assert "none of the 1 sentences" in json.loads((out / "details.json").read_text())["no_lines"]
+    assert (out / "lines.png").stat().st_size > 0
 
 
 # --------------------------------------------------------------------------- params and DAG
@@ -329,10 +353,20 @@ def test_decoding_curve_stage_measures_each_temperature(tiny_run, tmp_path, caps
                             ("CER", "WER", "STYLE_top1", "STYLE_top5")}
     text = "\n".join(decoding_curve_markdown(tmp_path / "results", ["tiny"]))
     assert "## Neatness against style (held-out writers)" in text and "| 0.5 |" in text
+    # no held-out lines: a side metric says why there is no curve and does not fail
     bad = tmp_path / "bad.yaml"
     params["train"]["val_writers"] = 0
     bad.write_text(yaml.safe_dump(params, sort_keys=False))
+    none = tmp_path / "results" / "decoding_curve" / "none"
     assert main(["--checkpoint", str(root / "model.pt"), "--subsets", str(tiny_run["subsets"]),
-                 "--recognizer", str(root / "recognizer.pt"), "--out", str(tmp_path / "x"),
-                 "--params", str(bad)]) == 2
+                 "--recognizer", str(root / "recognizer.pt"), "--out", str(none),
+                 "--params", str(bad)]) == 0
     assert "never the test split" in capsys.readouterr().err
+    curve = json.loads((none / "curve.json").read_text())
+    assert curve["rows"] == [] and "never the test split" in curve["no_curve"]
+    text = "\n".join(decoding_curve_markdown(tmp_path / "results", ["none"]))
+    assert "`none`: no curve:" in text
+    # a model that cannot be read still fails
+    assert main(["--checkpoint", str(tmp_path / "missing.pt"), "--subsets",
+                 str(tiny_run["subsets"]), "--recognizer", str(root / "recognizer.pt"),
+                 "--out", str(tmp_path / "y"), "--params", str(path)]) == 2

@@ -185,7 +185,9 @@ def test_report_shows_legibility(tmp_path):
                    recognizers=("dsd",))
     header = next(line for line in text.splitlines() if line.startswith("| Benchmark"))
     assert header.endswith("| CER (rec. ↓) | WER (rec. ↓) | CER GT (rec. ↓) | WER GT (rec. ↓) |"
-                           " Top-1 (style ↑) | Top-5 (style ↑) | Runaway lines ↓ |")
+                           " Top-1 (style ↑) | Top-5 (style ↑) | Drift (place) |"
+                           " Drift GT (place) | Word gap (place) | Word gap GT (place) |"
+                           " Gap ratio (place) | Runaway lines ↓ |")
     assert "| 0.25 | 10.00 | 0.01 | 0.46 | 0.90 | 0.02 | 0.12 |" in text  # dsd
     assert "| 0.25 | 10.00 | 0.01 | -- | -- | -- | -- |" in text  # deepwriting: no recognizer
     assert "| dsd | 0.029 | 0.023 | 0.906 | 0.149 | 0.125 | 1.135 | 1200 | 271 |" in text
@@ -204,9 +206,24 @@ def test_report_shows_the_style_score_and_runaway_lines(tmp_path):
          "lines_scored": 205}))
     text = _report(results, tmp_path / "report", "dsd", ablation={})
     row = next(line for line in text.splitlines() if "CASHG (this run)" in line)
-    assert row.endswith("| 0.62 | 0.88 | 3 |")
+    assert row.endswith("| 0.62 | 0.88 | -- | -- | -- | -- | -- | 3 |")
     assert ("On `dsd` (10 writers, 225 lines fitted, 205 scored) the ground truth's own lines"
             " reach top-1 0.88 (the ceiling), chance is 0.10.") in text
+
+
+def test_report_shows_placement(tmp_path):
+    """Drift and word gap of the generated lines and of their ground truth, and the gap ratio,
+    in Table 2, with a note that says what they are."""
+    results = tmp_path / "results"
+    (results / "evaluate" / "dsd").mkdir(parents=True)
+    (results / "evaluate" / "dsd" / "metrics.json").write_text(json.dumps(
+        {**_metrics(0.1), "DRIFT": 1.25, "DRIFT_gt": 0.125, "GAP": 0.5, "GAP_gt": 1.0,
+         "GAP_ratio": 0.5, "RUNAWAY": 0}))
+    text = _report(results, tmp_path / "report", "dsd", ablation={})
+    row = next(line for line in text.splitlines() if "CASHG (this run)" in line)
+    assert row.endswith("| 1.25 | 0.12 | 0.50 | 1.00 | 0.50 | 0 |")
+    assert "*Drift* is the median over the scored lines" in text
+    assert "character heights" in text
 
 
 def test_report_shows_class_errors(tmp_path):

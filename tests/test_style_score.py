@@ -110,10 +110,6 @@ def test_bad_input_gets_a_clear_error(tmp_path):
     empty = make_sentence("w0_blank", "w0", "  ", np.zeros((0, 2)), np.zeros(0), np.zeros(0))
     with pytest.raises(StyleScoreError, match="w0_blank: no drawn ink"):
         line_features(empty)
-    with pytest.raises(StyleScoreError, match="2 writers or more"):
-        fit_scorer([s for s in lines if s.writer_id == "w0"])
-    with pytest.raises(StyleScoreError, match="w1 have fewer than 2 lines"):
-        fit_scorer([s for s in lines if s.writer_id != "w1"] + lines[4:5])
     scorer = fit_scorer(lines)
     stranger = _writer_line("x_0", "stranger", "cat tree", np.random.default_rng(0),
                             STYLES["w0"])
@@ -128,6 +124,32 @@ def test_bad_input_gets_a_clear_error(tmp_path):
         StyleScorer.load(bad)
 
 
+def test_writers_with_too_few_lines_are_left_out_not_an_error(tmp_path):
+    """Real data (DeepWriting: one to three test lines per writer): a writer with fewer than
+    two fitting lines, or none, is left out with the reason and its lines are skipped and
+    counted when scored; with fewer than two writers left every score is None with the
+    reason, through the file too."""
+    lines = _corpus(4)
+    one_line = [s for s in lines if s.writer_id != "w1"] + [
+        next(s for s in lines if s.writer_id == "w1")]
+    scorer = fit_scorer(one_line, writers={"w1", "w9"})
+    assert "w1" not in scorer.writers and scorer.left_out["w1"].startswith("1 line(s)")
+    assert scorer.left_out["w9"].startswith("0 line(s)") and scorer.unavailable is None
+    w1 = [s for s in lines if s.writer_id == "w1"]
+    mixed = w1 + [s for s in lines if s.writer_id == "w0"]
+    result = scorer.score(mixed, {s.sentence_id: s.writer_id for s in mixed})
+    assert result.lines == len(mixed) - len(w1) and result.skipped == len(w1)
+    assert "w1: 1 line(s) in the fitting half" in result.note and result.top1 is not None
+    only = fit_scorer([s for s in lines if s.writer_id == "w0"])
+    assert only.unavailable is not None and "got 1 (of 1 writers)" in only.unavailable
+    back = StyleScorer.load(only.save(tmp_path / "none.json"))
+    scored = back.score(w1, {s.sentence_id: "w1" for s in w1})
+    assert (scored.lines, scored.top1, scored.skipped) == (0, None, len(w1))
+    assert scored.note == only.unavailable
+    again = StyleScorer.load(scorer.save(tmp_path / "left.json"))
+    assert dict(again.left_out) == dict(scorer.left_out)
+
+
 def test_the_stage_writes_the_scorer_its_ceiling_and_the_split(tmp_path):
     from cashg.evaluation.style_score_stage import main
 
@@ -139,8 +161,15 @@ def test_the_stage_writes_the_scorer_its_ceiling_and_the_split(tmp_path):
     split = (tmp_path / "out" / "split.csv").read_text().splitlines()
     assert len(split) == 1 + 6 * 16
     StyleScorer.load(tmp_path / "out" / "scorer.json")
+    # one writer: no classifier; the stage says why and succeeds, every score is --
     write_ink(tmp_path / "one.h5", [s for s in _corpus() if s.writer_id == "w0"])
-    assert main(["--gt", str(tmp_path / "one.h5"), "--out", str(tmp_path / "bad")]) == 2
+    assert main(["--gt", str(tmp_path / "one.h5"), "--out", str(tmp_path / "one")]) == 0
+    metrics = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert metrics["STYLE_top1_gt"] is None and "2 writers" in metrics["unavailable"]
+    assert StyleScorer.load(tmp_path / "one" / "scorer.json").unavailable
+    # an unreadable ground truth is still an error
+    (tmp_path / "bad.h5").write_text("not hdf5")
+    assert main(["--gt", str(tmp_path / "bad.h5"), "--out", str(tmp_path / "bad")]) == 2
 
 
 def test_evaluate_scores_the_scored_half_against_its_ground_truth(tmp_path):

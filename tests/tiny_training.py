@@ -19,6 +19,8 @@ CFG = TrainConfig(
 )
 
 
-def trainer_for(subsets: Path, tmp: Path, cfg: TrainConfig = CFG) -> Trainer:
+def trainer_for(subsets: Path, tmp: Path, cfg: TrainConfig = CFG, model=TINY,
+                **opts) -> Trainer:
     train, _, _, _ = open_data(subsets, cfg, cache=True)
-    return Trainer(TINY, cfg, train, tmp, RunOptions(device="cpu", track=False, progress=False))
+    return Trainer(model, cfg, train, tmp, RunOptions(device="cpu", track=False,
+                                                      progress=False, **opts))

@@ -185,9 +185,17 @@ def experiment_names(params: Mapping[str, Any]) -> list[str]:
 
 def experiment_overrides(params: Mapping[str, Any], name: str) -> list[str]:
     """The ``--set`` overrides that make experiment ``name`` of the ``train`` and ``model``
-    sections: its budget's ``train.KEY=VALUE`` first, then its ``model.KEY=VALUE``."""
+    sections: its budget's ``train.KEY=VALUE`` first, then its ``model.KEY=VALUE``, then, for
+    a benchmark without bigram or sentence subsets (``subsets.benchmarks.<b>.subsets``, e.g.
+    the glyph-level ``sdt_glyph`` benchmark: char and style only), that stream's weight 0 in
+    every curriculum stage (a stream of weight 0 is not sampled), so the model trains on the
+    glyphs the benchmark has."""
     experiment = params["experiments"][name]
-    return [*params["train_budget"].overrides(experiment), *experiment.model_overrides()]
+    kinds = params["subsets"].benchmarks[experiment.benchmark].subsets
+    absent = [f"train.{stage}.{stream}=0.0" for stage in ("stage1", "stage2", "stage3")
+              for stream in ("bigram", "sentence") if stream not in kinds]
+    return [*params["train_budget"].overrides(experiment), *experiment.model_overrides(),
+            *absent]
 
 
 def check_params(params: Mapping[str, Any], where: str,

@@ -15,7 +15,10 @@ shows the curve next to the decoding the run uses, and the studio's neatness con
 what each end of the slider costs.
 
 Writes ``curve.json`` (one row per temperature) and
-``metrics.json`` (the rows as ``T<temperature>/<key>``, for ``dvc metrics show``).
+``metrics.json`` (the rows as ``T<temperature>/<key>``, for ``dvc metrics show``). A side
+metric never stops the pipeline: without held-out lines the curve has no row and says why
+(``no_curve``), without enough held-out rows per writer it has no Style Score and says why
+(``no_style_score``); an unreadable model, recognizer or params file is exit status 2.
 """
 
 from __future__ import annotations
@@ -65,18 +68,28 @@ def main(argv: list[str] | None = None) -> int:
             val_writers = params["train"].val_writers
             model, cfg, _ = load_model(args.checkpoint, map_location="cpu")
             recognizer = Recognizer.load(args.recognizer)
-            gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
-        except (ParamsError, CheckpointError, RecognizerCheckpointError, HeldOutError,
+        except (ParamsError, CheckpointError, RecognizerCheckpointError,
                 FileNotFoundError) as exc:
             print(f"decoding curve: {exc}", file=sys.stderr)
             return 2
         try:
-            scorer, scored = held_out_scorer(args.subsets, gt_path)
-        except StyleScoreError as exc:  # too few held-out rows to name writers: CER only
-            print(f"decoding curve: no Style Score ({exc})", file=sys.stderr)
-            scorer, scored, no_style = None, [], str(exc)
+            gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
+        except HeldOutError as exc:  # a side metric: say why there is no curve, go on
+            print(f"decoding curve: no curve ({exc})", file=sys.stderr)
+            temperatures, desc, no_curve = (), "no held-out lines", str(exc)
         else:
-            no_style = None
+            no_curve = None
+        scorer, scored, no_style = None, [], None
+        if no_curve is None:
+            try:
+                scorer, scored = held_out_scorer(args.subsets, gt_path)
+            except StyleScoreError as exc:  # rows it cannot read: CER only
+                no_style = str(exc)
+            else:
+                no_style = scorer.unavailable
+            if no_style is not None:  # too few held-out rows to name writers: CER only
+                print(f"decoding curve: no Style Score ({no_style})", file=sys.stderr)
+                scorer, scored = None, []
         for temperature in temperatures:
             # sampled at each temperature even where the run decodes greedily (the paper profile)
             opts = dataclasses.replace(gcfg, temperature=float(temperature), greedy=False)
@@ -93,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     curve = {"lines": desc, "scored_lines": len(scored),
              "writers": list(scorer.writers) if scorer is not None else [],
-             "no_style_score": no_style,
+             "no_style_score": no_style, "no_curve": no_curve,
              "decoding": {k: v for k, v in dataclasses.asdict(gcfg).items()
                           if k not in ("temperature", "curve_temperatures")},
              "used_temperature": gcfg.temperature, "rows": rows}

@@ -65,6 +65,11 @@ from cashg.metrics.boundaries import (
 )
 from cashg.metrics.csm import CSM_KEYS, SentenceCSM, macro_csm, sentence_csm, writer_csm
 from cashg.metrics.dtw import dtw_batch
+from cashg.metrics.placement import (
+    PLACEMENT_DEFINITION,
+    line_placement,
+    summarize_placement,
+)
 from cashg.metrics.variants import dtw_olhwg, dtw_sdt
 
 __all__ = [
@@ -186,6 +191,7 @@ def evaluate(
     unit_rows: list[dict[str, Any]] = []
     sentence_rows: list[dict[str, Any]] = []
     csm_by_writer: dict[str, list[SentenceCSM]] = {}
+    placements = []  # (sentence id, generated, ground truth) LinePlacement
     ids = sorted(gt)
     bar = tqdm(ids, desc="evaluate: prepare", unit="sent", disable=not progress, file=sys.stderr)
     for sid in bar:
@@ -218,6 +224,14 @@ def evaluate(
         else:
             _add_unit(g.xy, g.pen, p.xy, p.pen, xy_g, xy_p, sid, g.writer_id, options,
                       units_a, units_b, unit_rows)
+        if not protocol.glyph_level:
+            place_g = line_placement(g.text, g.xy, g.char_index)
+            place_p = line_placement(p.text, p.xy, p.char_index)
+            placements.append((sid, place_p, place_g))
+            row.update({"drift": place_p.drift, "drift_gt": place_g.drift,
+                        "wander": place_p.wander, "wander_gt": place_g.wander,
+                        "gap": place_p.median_gap, "gap_gt": place_g.median_gap,
+                        "gap_ratio": _ratio(place_p.median_gap, place_g.median_gap)})
         if csm_wanted:
             geo_g = char_geometry(g.text, xy_g, g.pen, g.char_index)
             geo_p = char_geometry(p.text, xy_p, p.pen, p.char_index)
@@ -248,6 +262,8 @@ def evaluate(
     runaway = count_runaway(pred[i] for i in scored)
     metrics.update(runaway.metrics())
     metrics["RUNAWAY_gt"] = count_runaway(gt[i] for i in scored).runaway
+    placement = summarize_placement(placements)
+    metrics.update(placement.metrics())
     metrics.update(dict.fromkeys(STYLE_KEYS))  # filled with a style scorer (cashg evaluate)
     missing_df = pd.DataFrame(missing, columns=_MISSING_COLS)
     details = {
@@ -265,6 +281,11 @@ def evaluate(
         "exclusions": _exclusions_detail(protocol, exclusions),
         "n_writers": int(len(writers)),
         "runaway": {"definition": RUNAWAY_DEFINITION, "lines": runaway.reasons},
+        "placement": {"definition": PLACEMENT_DEFINITION, "lines": placement.lines,
+                      "drift_lines": placement.drift_lines, "gap_lines": placement.gap_lines,
+                      "left_out": placement.skipped,
+                      **({"not_measured": "glyph-level protocol: glyphs, not lines"}
+                         if protocol.glyph_level else {})},
         "dtw_points": ("all points of each glyph" if protocol.glyph_level
                        else "all points of the sentence, space pseudo-points included"),
         "normalisation": ("CSM (and exact DTW): each side on its own, translated to its"
@@ -272,6 +293,10 @@ def evaluate(
     }
     return EvaluationResult(metrics, sentences, units, writers, missing_df,
                             pd.DataFrame(excluded, columns=_EXCLUDED_COLS), details)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else a / b
 
 
 def _excluded_ids(

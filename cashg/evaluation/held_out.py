@@ -19,13 +19,14 @@ from cashg.core.config.model import GenerateConfig
 from cashg.core.ink import InkFile, InkSentence, write_ink
 from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
 from cashg.generation.split import generate_split
+from cashg.metrics.placement import LinePlacement, line_placement
 from cashg.recognition.data import read_sentence_subset
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import ClassErrors, ErrorCounts, char_class_errors, error_counts
 from cashg.training.data import held_out_writers
 
-__all__ = ["HeldOutError", "HeldOutScore", "held_out_lines", "held_out_scorer", "held_out_style",
-           "score_held_out"]
+__all__ = ["HeldOutError", "HeldOutScore", "held_out_lines", "held_out_placement",
+           "held_out_scorer", "held_out_style", "score_held_out"]
 
 
 class HeldOutError(ValueError):
@@ -75,6 +76,18 @@ def score_held_out(model, cfg, opts: GenerateConfig, gt_path: Path, style_path: 
                          pred), gts)
 
 
+def held_out_placement(generated: Sequence[InkSentence],
+                       gts: Sequence[InkSentence]) -> list[tuple[str, LinePlacement,
+                                                             LinePlacement]]:
+    """``(row id, generated, ground truth)`` :class:`~cashg.metrics.placement.LinePlacement`
+    of every held-out row, matched by id (for :func:`~cashg.metrics.placement.
+    summarize_placement`, which can pool the rows of several models)."""
+    truth = {s.sentence_id: s for s in gts}
+    return [(g.sentence_id, line_placement(g.text, g.xy, g.char_index),
+             line_placement(truth[g.sentence_id].text, truth[g.sentence_id].xy,
+                            truth[g.sentence_id].char_index)) for g in generated]
+
+
 def _parent(row: InkSentence) -> str:
     """The line a sentence window was cut from (``<line id>@<offset>``)."""
     return row.sentence_id.split("@", 1)[0]
@@ -94,7 +107,7 @@ def held_out_scorer(subsets: Path, gt_path: Path,
     others = set(sorted({r.writer_id for r in train_rows} - held_writers)[:distractors])
     fitted, scored = split_lines(held, by=_parent)
     fitted_others, _ = split_lines([r for r in train_rows if r.writer_id in others], by=_parent)
-    return fit_scorer(fitted + fitted_others), scored
+    return fit_scorer(fitted + fitted_others, writers=held_writers | others), scored
 
 
 def held_out_style(scorer: StyleScorer, scored: Sequence[InkSentence],

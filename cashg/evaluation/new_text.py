@@ -12,10 +12,11 @@ The functions here are pure (no model, no files but the ones named); the stage
 (:mod:`cashg.evaluation.new_text_stage`) chains them:
 
 1. :func:`read_sentences` reads the sentences file;
-2. :func:`training_lines` rebuilds the training lines from the train split's sentence windows
-   and :func:`check_kept_out` fails, naming the sentence and the line, if one occurs in them;
-3. :func:`check_characters` fails, naming the characters and sentences, on a character the
-   model never trained on (the checkpoint's ``char_inventory``) or the recognizer cannot write;
+2. :func:`training_lines` rebuilds the training lines from the train split's sentence windows;
+3. :func:`usable_sentences` keeps the sentences that occur in no training line and use only
+   characters the model trained on (the checkpoint's ``char_inventory``) and the recognizer
+   can write, and names each one it leaves out with the reason (:func:`check_kept_out` and
+   :func:`check_characters` raise instead, for callers that must not skip);
 4. :func:`pick_writers` and :func:`deal_prompts` decide who writes what, deterministically;
 5. after generation and transcription, :func:`score_lines` gives the metrics and the rows of
    ``lines.csv``, and :func:`write_new_text_outputs` writes the folder.
@@ -33,6 +34,7 @@ import numpy as np
 from cashg.core.ink import InkSentence, write_ink
 from cashg.evaluation.protocols import CLASS_ERROR_KEYS
 from cashg.generation.split import Prompt
+from cashg.metrics.placement import PlacementSummary, line_placement, summarize_sets
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
 
 __all__ = [
@@ -44,7 +46,9 @@ __all__ = [
     "pick_writers",
     "read_sentences",
     "score_lines",
+    "score_placement",
     "training_lines",
+    "usable_sentences",
     "write_new_text_outputs",
 ]
 
@@ -131,6 +135,29 @@ def check_characters(sentences: Sequence[str], inventory: Iterable[str], whose: 
                            " Use only characters the model and the recognizer know")
 
 
+def usable_sentences(sentences: Sequence[str], lines: Mapping[str, str],
+                     inventories: Sequence[tuple[Iterable[str], str]]
+                     ) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``(kept, skipped)``: the sentences new text can write, and each one it cannot with the
+    reason: it occurs in a training line (:func:`found_in_training`, naming the line), or it
+    holds a character outside one of ``inventories`` (``(characters, whose)``: the model's
+    training characters, the recognizer's alphabet), naming the characters. A real dataset
+    need not hold every character of the project's sentences (DeepWriting has no 'Q' in some
+    splits): the stage writes what it can and says what it left out, instead of failing."""
+    found = found_in_training(sentences, lines)
+    skipped: dict[str, str] = {}
+    for sentence in sentences:
+        if sentence in found:
+            skipped[sentence] = f"occurs in training line {found[sentence]}"
+            continue
+        for known, whose in inventories:
+            missing = sorted(set(sentence) - set(known))
+            if missing:
+                skipped[sentence] = f"character(s) {''.join(missing)!r} not among {whose}"
+                break
+    return tuple(s for s in sentences if s not in skipped), skipped
+
+
 def pick_writers(writers: Sequence[str], n: int) -> list[str]:
     """``n`` writers evenly spaced over the sorted ``writers`` (all of them when there are
     ``n`` or fewer): deterministic, and spread over the split rather than its first ids."""
@@ -177,6 +204,16 @@ def score_lines(refs: Sequence[str], hyps: Sequence[str]) -> tuple[dict[str, Any
     return metrics, rows
 
 
+def score_placement(generated: Iterable[InkSentence],
+                    reference: Iterable[InkSentence]) -> PlacementSummary:
+    """Baseline drift and word gaps (:mod:`cashg.metrics.placement`) of the new lines, against
+    those of ``reference``: the same writers' real test lines, since nobody wrote the new
+    sentences by hand (so the two sides are medians over different lines)."""
+    return summarize_sets(((s.sentence_id, line_placement(s.text, s.xy, s.char_index))
+                           for s in generated),
+                          (line_placement(r.text, r.xy, r.char_index) for r in reference))
+
+
 def write_new_text_outputs(out: Path, prompts: Sequence[Prompt], generated: Sequence[InkSentence],
                            rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any],
                            details: Mapping[str, Any]) -> None:
@@ -200,4 +237,5 @@ def write_new_text_outputs(out: Path, prompts: Sequence[Prompt], generated: Sequ
     write_ink(out / "generated.h5", generated,
               **{k: v for k, v in details.items() if isinstance(v, str)})
     plot_asked_lines([(p.text, f"{p.writer_id}   read: {row['decoded']}", s)
-                      for p, row, s in zip(prompts, rows, generated)], out / "lines.png")
+                      for p, row, s in zip(prompts, rows, generated)], out / "lines.png",
+                     empty=str(details.get("no_lines", "no lines")))

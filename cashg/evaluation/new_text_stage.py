@@ -7,13 +7,18 @@
 
 The ``new_text`` params section says which sentences (``sentences``), how many test writers
 (``writers``) and how many lines each (``per_writer``); the ``generate`` section the decoding.
-Before anything is generated the stage checks that no sentence occurs in the training lines
-of ``--subsets`` (``train/sentence.h5``) and that every character is one the model trained on
-(the checkpoint's ``char_inventory``; the training lines' characters for a checkpoint without
-one) and one the recognizer can write; each failure is exit status 2 with a message that names
-the sentence or character. Writers: ``test/style.h5`` of ``--subsets``. Outputs in ``--out``
+Before anything is generated the stage leaves out, and names with the reason (stderr,
+``details.json``: ``skipped_sentences``, ``metrics.json``: the counts), every sentence that
+occurs in the training lines of ``--subsets`` (``train/sentence.h5``) or holds a character the
+model never trained on (the checkpoint's ``char_inventory``; the training lines' characters
+for a checkpoint without one) or the recognizer cannot write: a real dataset need not have
+every character of the project's sentences, and a side metric never stops the pipeline
+(with no sentence left, every metric is ``--`` and ``lines.png`` says why). Unreadable
+inputs are exit status 2. Writers: ``test/style.h5`` of ``--subsets``. Outputs in ``--out``
 (:func:`cashg.evaluation.new_text.write_new_text_outputs`): ``metrics.json`` (CER, WER,
-ERR_<class>, RUNAWAY: lines whose ink leaves the line, counts; with ``--style-scorer`` the
+ERR_<class>, RUNAWAY: lines whose ink leaves the line, counts; DRIFT / GAP: placement of the
+new lines, against the same writers' ground-truth test lines of ``--subsets`` (``test/gt.h5``,
+``DRIFT_gt`` / ``GAP_gt``); with ``--style-scorer`` the
 Style Score STYLE_top1 / STYLE_top5 of the new lines), ``lines.csv``, ``lines.png``, ``generated.h5``, ``details.json``.
 """
 
@@ -55,24 +60,26 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from cashg.core.ink import InkFormatError
+    from cashg.core.ink import InkFile, InkFormatError
     from cashg.core.params import ParamsError, load_params
     from cashg.core.subsets.readers import SentenceReader, StyleReader
     from cashg.core.subsets.schema import SubsetFormatError
     from cashg.evaluation.new_text import (
         NewTextError,
-        check_characters,
-        check_kept_out,
         deal_prompts,
         pick_writers,
         read_sentences,
         score_lines,
+        score_placement,
         training_lines,
+        usable_sentences,
         write_new_text_outputs,
     )
     from cashg.evaluation.runaway import RUNAWAY_DEFINITION, count_runaway
+    from cashg.evaluation.style_score import StyleScoreError, StyleScorer
     from cashg.generation.outputs import decoding_record, describe_decoding
     from cashg.generation.split import generate_prompts
+    from cashg.metrics.placement import PLACEMENT_DEFINITION
     from cashg.model.checkpoint import CheckpointError, load_model
     from cashg.model.device import resolve_device
     from cashg.recognition.recognizer import Recognizer, RecognizerCheckpointError
@@ -81,14 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
+    style_h5, gt_path = args.subsets / "test" / "style.h5", args.subsets / "test" / "gt.h5"
     try:
         params = load_params(args.params)
         ncfg, gcfg = params["new_text"], params["generate"]
-        sentences = read_sentences(ncfg.sentences)
+        asked = read_sentences(ncfg.sentences)
         train = args.subsets / "train" / "sentence.h5"
         with SentenceReader(train) as reader:
             lines = training_lines(reader.texts())
-        check_kept_out(sentences, lines, str(train))
         device = resolve_device(args.device)
         model, cfg, extra = load_model(args.checkpoint, map_location=device)
         inventory = extra.get("char_inventory")
@@ -96,57 +103,88 @@ def main(argv: list[str] | None = None) -> int:
             print(f"new_text stage: {args.checkpoint} records no char_inventory; checking"
                   f" against the characters of {train}", file=sys.stderr)
             inventory = {ch for text in lines.values() for ch in text}
-        check_characters(sentences, inventory, f"the characters {args.checkpoint} trained on")
         recognizer = Recognizer.load(args.recognizer)
-        check_characters(sentences, recognizer.alphabet.chars,
-                         f"the characters recognizer {args.recognizer} can write")
-        style = args.subsets / "test" / "style.h5"
-        with StyleReader(style) as reader:
+        sentences, skipped = usable_sentences(asked, lines, [
+            (inventory, f"the characters {args.checkpoint} trained on"),
+            (recognizer.alphabet.chars, f"the characters recognizer {args.recognizer} can"
+                                        " write")])
+        with StyleReader(style_h5) as reader:
             available = reader.writers()
         writers = pick_writers(available, ncfg.writers)
         if len(writers) < ncfg.writers:
-            print(f"new_text stage: {style} has {len(writers)} writers, fewer than"
+            print(f"new_text stage: {style_h5} has {len(writers)} writers, fewer than"
                   f" new_text.writers ({ncfg.writers}): using all of them", file=sys.stderr)
-        prompts = deal_prompts(sentences, writers, ncfg.per_writer)
-        generated = generate_prompts(model, cfg, gcfg, prompts, style, device,
-                                     not args.no_progress)
+        scorer = (StyleScorer.load(args.style_scorer) if args.style_scorer is not None
+                  else None)
+        with InkFile(gt_path) as gt:
+            reference = [s for s in gt if s.writer_id in set(writers)]
+        prompts = deal_prompts(sentences, writers, ncfg.per_writer) if sentences else []
+        generated = (generate_prompts(model, cfg, gcfg, prompts, style_h5, device,
+                                      not args.no_progress) if prompts else [])
     except (ParamsError, NewTextError, CheckpointError, RecognizerCheckpointError,
-            SubsetFormatError, InkFormatError, FileNotFoundError, ValueError,
+            SubsetFormatError, InkFormatError, StyleScoreError, FileNotFoundError, ValueError,
             RuntimeError) as exc:
         print(f"new_text stage: {exc}", file=sys.stderr)
         return 2
-    readings = recognizer.transcribe(generated)
+    for sentence, why in skipped.items():
+        print(f"new_text stage: skipped {sentence!r}: {why}", file=sys.stderr)
+    readings = recognizer.transcribe(generated) if generated else []
     metrics, rows = score_lines([p.text for p in prompts], readings)
+    metrics.update({"sentences_asked": len(asked), "sentences_written": len(sentences),
+                    "sentences_skipped": len(skipped)})
     runaway = count_runaway(generated)
     metrics.update(runaway.metrics())
-    if args.style_scorer is not None:  # text-independent features: any text can be scored
-        from cashg.evaluation.style_score import StyleScoreError, StyleScorer
-
+    placement = score_placement(generated, reference)
+    metrics.update(placement.metrics())
+    style_note = None
+    if scorer is not None:  # text-independent features: any text can be scored
         try:
-            style = StyleScorer.load(args.style_scorer).score(
-                generated, {p.sentence_id: p.writer_id for p in prompts})
+            style = scorer.score(generated, {p.sentence_id: p.writer_id for p in prompts})
         except StyleScoreError as exc:
             print(f"new_text stage: {exc}", file=sys.stderr)
             return 2
         metrics.update(style.metrics())
+        style_note = style.note or None
     decoding = decoding_record(gcfg)
     details = {"checkpoint": str(args.checkpoint), "recognizer": str(args.recognizer),
                "sentences_file": str(ncfg.sentences), "sentences": len(sentences),
-               "training_lines_checked": len(lines), "style": str(style),
+               "sentences_asked": len(asked), "skipped_sentences": skipped,
+               "training_lines_checked": len(lines), "style": str(style_h5),
+               "style_score_note": style_note,
                "writers": writers, "per_writer": ncfg.per_writer, "decoding": decoding,
                "decoding_text": describe_decoding(decoding), "style_refs": cfg.style_refs,
                "device": str(device), "seconds": round(time.perf_counter() - t0, 2),
-               "runaway": {"definition": RUNAWAY_DEFINITION, "lines": runaway.reasons}}
+               "runaway": {"definition": RUNAWAY_DEFINITION, "lines": runaway.reasons},
+               "placement": {"definition": PLACEMENT_DEFINITION, "lines": placement.lines,
+                             "drift_lines": placement.drift_lines,
+                             "gap_lines": placement.gap_lines,
+                             "left_out": placement.skipped,
+                             "ground_truth": f"{len(reference)} test lines of the same writers"
+                                             f" ({gt_path})"}}
+    if not prompts:
+        details["no_lines"] = (f"no new text: none of the {len(asked)} sentences of"
+                               f" {ncfg.sentences} can be written ({len(skipped)} skipped,"
+                               " details.json: skipped_sentences)" if not sentences
+                               else f"no new text: {style_h5} has no writer")
     write_new_text_outputs(args.out, prompts, generated, rows, metrics, details)
+    if not prompts:
+        print(f"new_text stage: {details['no_lines']}; every metric is -- ->"
+              f" {args.out / 'metrics.json'}", file=sys.stderr)
+        return 0
     rates = {c: metrics[f"ERR_{c}"] for c in CHAR_CLASSES}
-    print(f"new_text stage: {len(prompts)} lines ({len(sentences)} sentences absent from the"
-          f" {len(lines)} training lines, {len(writers)} test writers x {ncfg.per_writer});"
-          f" recognizer CER {_fmt(metrics['CER'])}, WER {_fmt(metrics['WER'])}", file=sys.stderr)
+    print(f"new_text stage: {len(prompts)} lines ({len(sentences)} of {len(asked)} sentences,"
+          f" {len(skipped)} skipped; none in the {len(lines)} training lines; {len(writers)}"
+          f" test writers x {ncfg.per_writer}); recognizer CER {_fmt(metrics['CER'])}, WER"
+          f" {_fmt(metrics['WER'])}", file=sys.stderr)
     print(f"new_text stage: error share by character class: {format_class_errors(rates)}",
           file=sys.stderr)
     if "STYLE_top1" in metrics:
         print(f"new_text stage: style score top-1 {_fmt(metrics['STYLE_top1'])}, top-5"
-              f" {_fmt(metrics['STYLE_top5'])} ({args.style_scorer})", file=sys.stderr)
+              f" {_fmt(metrics['STYLE_top5'])} ({args.style_scorer})"
+              + (f"; {style_note}" if style_note else ""), file=sys.stderr)
+    print(f"new_text stage: drift {_fmt(metrics['DRIFT'])} (writers' test lines"
+          f" {_fmt(metrics['DRIFT_gt'])}), word gap ratio {_fmt(metrics['GAP_ratio'])}",
+          file=sys.stderr)
     print(f"new_text stage: {runaway.runaway} of {runaway.lines} lines run away"
           f"{' (details.json: runaway)' if runaway.runaway else ''}", file=sys.stderr)
     print(f"new_text stage: -> {args.out / 'metrics.json'}, {args.out / 'lines.png'}",

@@ -67,7 +67,7 @@ def plot_pairs(
 
 def plot_asked_lines(lines: Sequence[tuple[str, str, InkSentence]], path: str | Path,
                      width_in: float = 9.0, max_row_in: float = 1.2,
-                     max_height: float = 3.0) -> None:
+                     max_height: float = 3.0, empty: str = "no lines") -> None:
     """One row per ``(asked text, note, ink)``: the text as a caption, the ink drawn under it
     (space pseudo-points left out), the note small and grey on the right (e.g. the writer).
 
@@ -75,8 +75,15 @@ def plot_asked_lines(lines: Sequence[tuple[str, str, InkSentence]], path: str | 
     so letter sizes and line lengths compare across rows: the widest line spans ``width_in``
     unless the tallest ink row would then exceed ``max_row_in``; a line's shown height is its
     ink's, at most ``max_height`` ink units (a runaway stroke is cut there). The picture is
-    cropped to what is drawn. Used for the ``new_text@`` stage's ``lines.png``.
+    cropped to what is drawn. Used for the ``new_text@`` stage's ``lines.png``. Without
+    lines the picture holds the sentence ``empty`` (why there are none).
     """
+    if not lines:
+        fig = plt.figure(figsize=(width_in, 0.5))
+        fig.text(0.0, 0.5, empty, ha="left", va="center", fontsize=11)
+        fig.savefig(path, dpi=110, bbox_inches="tight", metadata=_META)
+        plt.close(fig)
+        return
     pad, gap_in, caption_in = 0.1, 0.1, 0.42  # ink units; inches above a caption; caption row
     boxes = [(s.xy.min(0), s.xy.max(0)) if len(s.points) else (np.zeros(2), np.ones(2))
              for _, _, s in lines]

@@ -39,6 +39,7 @@ __all__ = [
     "CLASS_ERROR_KEYS",
     "DTW_VARIANTS",
     "METRIC_KEYS",
+    "PLACEMENT_KEYS",
     "PROTOCOLS",
     "RECOGNITION_KEYS",
     "RUNAWAY_KEYS",
@@ -63,8 +64,13 @@ RUNAWAY_KEYS = ("RUNAWAY", "RUNAWAY_share", "RUNAWAY_gt")
 # one or on a split whose writers it was not fitted on): top-1 / top-5 writer identification of
 # the generated lines of the scored half, of their ground truth (the ceiling), and how many.
 STYLE_KEYS = ("STYLE_top1", "STYLE_top5", "STYLE_top1_gt", "STYLE_top5_gt", "STYLE_lines")
-# metrics.json holds METRIC_KEYS + RECOGNITION_KEYS + RUNAWAY_KEYS + STYLE_KEYS, in that order
-ALL_KEYS = (*METRIC_KEYS, *RECOGNITION_KEYS, *RUNAWAY_KEYS, *STYLE_KEYS)
+# Placement (any protocol; cashg.metrics.placement): the median baseline drift of the scored
+# lines and the median word gap, both in each line's own character heights, generated and
+# ground truth of the same lines, and generated over ground truth.
+PLACEMENT_KEYS = ("DRIFT", "DRIFT_gt", "DRIFT_ratio", "GAP", "GAP_gt", "GAP_ratio")
+# metrics.json holds METRIC_KEYS + RECOGNITION_KEYS + RUNAWAY_KEYS + PLACEMENT_KEYS +
+# STYLE_KEYS, in that order
+ALL_KEYS = (*METRIC_KEYS, *RECOGNITION_KEYS, *RUNAWAY_KEYS, *PLACEMENT_KEYS, *STYLE_KEYS)
 _ALL = frozenset(METRIC_KEYS)
 _DTW = frozenset({"DTW_raw", "DTW_norm", "DTW_std"})
 DTW_VARIANTS = ("exact", "sdt", "olhwg")  # cashg.metrics.dtw, cashg.metrics.variants

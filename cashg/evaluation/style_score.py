@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +161,16 @@ def split_lines(lines: Iterable[InkSentence],
 
 @dataclass(frozen=True)
 class StyleScore:
-    """Accuracies of a scorer on ``lines`` lines (``None`` when there are none)."""
+    """Accuracies of a scorer on ``lines`` lines (``None`` when there are none); ``skipped``
+    lines were not scored, for the reason ``note`` (their writers were left out of the fit,
+    or no classifier could be fitted at all)."""
 
     lines: int
     top1: float | None
     top5: float | None
     per_writer: dict[str, float]  # writer -> top-1 over its lines
+    skipped: int = 0
+    note: str = ""
 
     def metrics(self, suffix: str = "") -> dict[str, float | int | None]:
         return {f"STYLE_top1{suffix}": self.top1, f"STYLE_top5{suffix}": self.top5,
@@ -186,6 +190,21 @@ class StyleScorer:
     fitted_ids: tuple[str, ...]
     shrinkage: float = 0.0
     loo_top1: float | None = None  # leave-one-line-out top-1 on the fitting half
+    # writers of the fitting lines that the classifier does not know, and why (too few lines):
+    # their lines are skipped when scored, not an error
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    # why no classifier exists (fewer than two writers with enough lines): every score is
+    # None with this reason, the arrays are empty
+    unavailable: str | None = None
+
+    @classmethod
+    def none(cls, reason: str, left_out: Mapping[str, str] | None = None,
+             fitted_ids: Sequence[str] = ()) -> StyleScorer:
+        """A scorer that scores nothing, for ``reason`` (a side metric says why it is
+        missing instead of stopping the pipeline)."""
+        empty = np.zeros(0)
+        return cls((), empty, empty, np.zeros((0, 0)), np.zeros((0, 0)), tuple(fitted_ids),
+                   left_out=dict(left_out or {}), unavailable=reason)
 
     def standardise(self, features: np.ndarray) -> np.ndarray:
         """``(n, F)`` -> standardised, a missing value (nan) at the fitting lines' mean."""
@@ -205,14 +224,25 @@ class StyleScorer:
 
     def score(self, lines: Sequence[InkSentence], writer_of: Mapping[str, str]) -> StyleScore:
         """Top-1 / top-5 of ``lines``, each against ``writer_of[sentence_id]`` (the writer it
-        was conditioned on). A writer the scorer does not know is an error naming it."""
-        if not lines:
-            return StyleScore(0, None, None, {})
-        unknown = sorted({writer_of[s.sentence_id] for s in lines} - set(self.writers))
+        was conditioned on). The lines of a writer the fit left out (:attr:`left_out`) are
+        skipped and counted; a writer the scorer never saw is an error naming it."""
+        if self.unavailable is not None:
+            return StyleScore(0, None, None, {}, len(lines), self.unavailable)
+        unknown = sorted({writer_of[s.sentence_id] for s in lines} - set(self.writers)
+                         - set(self.left_out))
         if unknown:
             raise StyleScoreError(f"writer(s) {', '.join(unknown)} are not among the scorer's "
                                   f"{len(self.writers)} writers: it scores only the test "
                                   "writers it was fitted on")
+        kept = [s for s in lines if writer_of[s.sentence_id] not in self.left_out]
+        skipped = len(lines) - len(kept)
+        note = (f"{skipped} line(s) of writer(s) left out of the fit ("
+                + "; ".join(f"{w}: {why}" for w, why in sorted(self.left_out.items())
+                            if any(writer_of[s.sentence_id] == w for s in lines)) + ")"
+                if skipped else "")
+        lines = kept
+        if not lines:
+            return StyleScore(0, None, None, {}, skipped, note)
         index = {w: k for k, w in enumerate(self.writers)}
         truth = np.array([index[writer_of[s.sentence_id]] for s in lines])
         ranked = self.rank(np.stack([line_features(s) for s in lines]))
@@ -220,14 +250,16 @@ class StyleScorer:
         hit5 = (ranked[:, :5] == truth[:, None]).any(axis=1)
         per_writer = {w: float(hit1[truth == k].mean()) for w, k in index.items()
                       if (truth == k).any()}
-        return StyleScore(len(lines), float(hit1.mean()), float(hit5.mean()), per_writer)
+        return StyleScore(len(lines), float(hit1.mean()), float(hit5.mean()), per_writer,
+                          skipped, note)
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "features": list(FEATURE_NAMES),
                 "writers": list(self.writers), "mean": self.mean.tolist(),
                 "std": self.std.tolist(), "centroids": self.centroids.tolist(),
                 "precision": self.precision.tolist(), "fitted_ids": list(self.fitted_ids),
-                "shrinkage": self.shrinkage, "loo_top1": self.loo_top1}
+                "shrinkage": self.shrinkage, "loo_top1": self.loo_top1,
+                "left_out": dict(self.left_out), "unavailable": self.unavailable}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -254,24 +286,32 @@ class StyleScorer:
                        np.asarray(data["std"], np.float64),
                        np.asarray(data["centroids"], np.float64),
                        np.asarray(data["precision"], np.float64), tuple(data["fitted_ids"]),
-                       float(data["shrinkage"]), data.get("loo_top1"))
+                       float(data["shrinkage"]), data.get("loo_top1"),
+                       dict(data.get("left_out") or {}), data.get("unavailable"))
         except (KeyError, TypeError, ValueError) as exc:
             raise StyleScoreError(f"{path}: malformed style scorer ({exc})") from exc
 
 
-def fit_scorer(lines: Sequence[InkSentence], min_lines: int = 2) -> StyleScorer:
-    """Fit the classifier on ``lines`` (their ``writer_id`` the labels). Every writer needs
-    ``min_lines`` lines and there must be two writers; else an error naming them."""
-    by_writer: dict[str, list[np.ndarray]] = {}
+def fit_scorer(lines: Sequence[InkSentence], min_lines: int = 2,
+               writers: Iterable[str] = ()) -> StyleScorer:
+    """Fit the classifier on ``lines`` (their ``writer_id`` the labels). A writer with fewer
+    than ``min_lines`` lines, or one of ``writers`` (every writer the scorer will be asked
+    about, e.g. all of the split's) with none, is left out (:attr:`StyleScorer.left_out`,
+    with the reason; its lines are skipped when scored); with fewer than two writers left
+    the scorer is :meth:`StyleScorer.none`, which says why (real data: DeepWriting's test
+    writers have one to three lines each)."""
+    by_writer: dict[str, list[np.ndarray]] = {w: [] for w in writers}
     for s in lines:
         by_writer.setdefault(s.writer_id, []).append(line_features(s))
-    short = sorted(w for w, f in by_writer.items() if len(f) < min_lines)
-    if short:
-        raise StyleScoreError(f"writer(s) {', '.join(short)} have fewer than {min_lines} lines "
-                              "to fit the style scorer on")
+    left_out = {w: f"{len(f)} line(s) in the fitting half, fewer than {min_lines}"
+                for w, f in sorted(by_writer.items()) if len(f) < min_lines}
+    by_writer = {w: f for w, f in by_writer.items() if w not in left_out}
+    fitted_ids = tuple(s.sentence_id for s in lines if s.writer_id in by_writer)
     if len(by_writer) < 2:
-        raise StyleScoreError(f"the style scorer needs lines of 2 writers or more, got "
-                              f"{len(by_writer)}")
+        return StyleScorer.none(
+            f"the style scorer needs 2 writers with {min_lines} lines or more in the fitting"
+            f" half, got {len(by_writer)} (of {len(by_writer) + len(left_out)} writers)",
+            left_out, fitted_ids)
     writers = tuple(sorted(by_writer))
     x = np.stack([f for w in writers for f in by_writer[w]])  # (n, F)
     y = np.array([k for k, w in enumerate(writers) for _ in by_writer[w]])  # (n,)
@@ -283,8 +323,8 @@ def fit_scorer(lines: Sequence[InkSentence], min_lines: int = 2) -> StyleScorer:
     loo = {a: _leave_one_out(z, y, len(writers), a) for a in SHRINKAGE_GRID}
     shrinkage = max(SHRINKAGE_GRID, key=lambda a: (loo[a], a))
     centroids, precision = _discriminant(z, y, len(writers), shrinkage)
-    return StyleScorer(writers, mean, std, centroids, precision,
-                       tuple(s.sentence_id for s in lines), shrinkage, loo[shrinkage])
+    return StyleScorer(writers, mean, std, centroids, precision, fitted_ids, shrinkage,
+                       loo[shrinkage], left_out)
 
 
 def _discriminant(z: np.ndarray, y: np.ndarray, n_writers: int,
@@ -325,9 +365,13 @@ def score_style(result, gt: Mapping[str, InkSentence], pred: Mapping[str, InkSen
     ids = [i for i in (result.sentences["sentence_id"] if len(result.sentences) else [])
            if scored_text(gt[i].text)]
     writer_of = {i: gt[i].writer_id for i in ids}
-    outside = sorted(set(writer_of.values()) - set(scorer.writers))
     detail: dict = {"scorer": str(scorer_path), "writers": list(scorer.writers),
-                    "shrinkage": scorer.shrinkage}
+                    "shrinkage": scorer.shrinkage, "left_out": dict(scorer.left_out)}
+    if scorer.unavailable is not None:
+        detail["skipped"] = f"no Style Score: {scorer.unavailable}"
+        result.details["style_score"] = detail
+        return detail["skipped"]
+    outside = sorted(set(writer_of.values()) - set(scorer.writers) - set(scorer.left_out))
     if outside:
         detail["skipped"] = (f"writers {', '.join(outside[:5])} are not the scorer's (fitted "
                              "on the benchmark's test writers): no Style Score on this split")
@@ -343,7 +387,8 @@ def score_style(result, gt: Mapping[str, InkSentence], pred: Mapping[str, InkSen
     result.metrics.update(generated.metrics())
     result.metrics.update({"STYLE_top1_gt": real.top1, "STYLE_top5_gt": real.top5})
     detail.update({"per_writer_top1": generated.per_writer,
-                   "per_writer_top1_gt": real.per_writer})
+                   "per_writer_top1_gt": real.per_writer, "lines_scored": generated.lines,
+                   "lines_skipped": generated.skipped, "skipped_why": generated.note})
     result.details["style_score"] = detail
 
     def fmt(v: float | None) -> str:
@@ -351,4 +396,5 @@ def score_style(result, gt: Mapping[str, InkSentence], pred: Mapping[str, InkSen
 
     return (f"top-1 {fmt(generated.top1)}, top-5 {fmt(generated.top5)} over"
             f" {generated.lines} lines of {len(scorer.writers)} writers (ground truth"
-            f" {fmt(real.top1)} / {fmt(real.top5)})")
+            f" {fmt(real.top1)} / {fmt(real.top5)})"
+            + (f"; skipped {generated.note}" if generated.skipped else ""))

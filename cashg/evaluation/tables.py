@@ -1,6 +1,7 @@
 """Markdown table laid out like the paper's Table 2 (CSM | DTW), then legibility (CER / WER of
 the generated lines and of the ground truth by the benchmark's recognizer), the Style Score
-(top-1 / top-5 writer identification, :mod:`cashg.evaluation.style_score`) and the runaway
+(top-1 / top-5 writer identification, :mod:`cashg.evaluation.style_score`), placement (baseline
+drift and word gap, generated and ground truth, :mod:`cashg.metrics.placement`) and the runaway
 lines (:mod:`cashg.evaluation.runaway`), none of them in the paper; missing values as ``--``."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ _CSM = (("F1_cursive", "F1_Cursive"), ("CRE", "CRE"), ("KGS", "KGS"), ("SSS", "S
 _DTW = (("DTW_norm", "DTW_norm"), ("DTW_raw", "DTW_raw"), ("DTW_std", "Std."))
 _REC = (("CER", "CER"), ("WER", "WER"), ("CER_gt", "CER GT"), ("WER_gt", "WER GT"))
 _STYLE = (("STYLE_top1", "Top-1"), ("STYLE_top5", "Top-5"))
+_PLACEMENT = (("DRIFT", "Drift"), ("DRIFT_gt", "Drift GT"), ("GAP", "Word gap"),
+              ("GAP_gt", "Word gap GT"), ("GAP_ratio", "Gap ratio"))
 _RUNAWAY = (("RUNAWAY", "Runaway lines"),)
 
 
@@ -29,11 +32,13 @@ def table2_markdown(
 ) -> str:
     """Rows of (benchmark, method, metrics) -> Markdown: CSM (higher is better) | DTW (lower) |
     recognizer CER / WER (lower; ``GT``: the same recognizer on the ground-truth lines) |
-    Style Score (higher) | runaway lines (lower)."""
+    Style Score (higher) | placement (drift: near the ground truth's; word gap and its ratio:
+    near the ground truth's, ratio near 1) | runaway lines (lower)."""
     header = (["Benchmark", "Method"] + [f"{t} (CSM ↑)" for _, t in _CSM]
               + [f"{t} (DTW ↓)" for _, t in _DTW] + [f"{t} (rec. ↓)" for _, t in _REC]
-              + [f"{t} (style ↑)" for _, t in _STYLE] + [f"{t} ↓" for _, t in _RUNAWAY])
-    columns = _CSM + _DTW + _REC + _STYLE + _RUNAWAY
+              + [f"{t} (style ↑)" for _, t in _STYLE] + [f"{t} (place)" for _, t in _PLACEMENT]
+              + [f"{t} ↓" for _, t in _RUNAWAY])
+    columns = _CSM + _DTW + _REC + _STYLE + _PLACEMENT + _RUNAWAY
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join([":--", ":--"] + ["--:"] * len(columns)) + "|"]
     for bench, method, metrics in rows:

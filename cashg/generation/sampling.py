@@ -7,8 +7,9 @@ row still writing. The decoder window of row ``b`` at character ``s`` is
 ``[e~_{s-1}, y_{s-1}, e~_s, y_s(points so far)]`` where ``y_{s-1}`` is the row's OWN output
 for its previous character (only ``[e~_s, ...]`` for ``s = 0`` or with ``bi_swt`` off; paper
 Sec. 3.2), with exactly the tokens of teacher forcing (:meth:`CASHG.assemble_windows`: segment
-embeddings, and with ``identity_every_token`` / ``point_position`` each trajectory token's
-character identity and in-character pen position).
+embeddings, and with ``identity_every_token`` each trajectory token's character identity, with
+``point_position`` / ``char_extent`` / ``line_position`` its
+:class:`~cashg.model.decoder.PointContext`).
 
 With the cache (default), every step is one call of :meth:`BiSWTDecoder.step` for all rows: a
 row continuing its character appends its newest point token to its own cache row (own length,
@@ -71,6 +72,7 @@ from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
 from cashg.core.pen_states import WHITESPACE
 from cashg.model.cashg_model import CASHG
+from cashg.model.decoder import PointContext
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 
@@ -256,8 +258,12 @@ class _Rows:
         self.cur_p = self.identity.new_zeros(b, m, d)  # (W, m, D) point tokens of s
         self.prev_p = torch.zeros_like(self.cur_p)  # (W, m, D) point tokens of s - 1
         self.prev_len = torch.zeros_like(self.t)  # (W,) points of s - 1
-        # (W, 2) pen position relative to character s's first point (char_positions)
+        # (W, 2) pen position relative to character s's first point (char_positions), the
+        # box of s's positions so far (lo, hi: (W, 2) each; char_extents) and the pen's height
+        # in the line's frame (W, 1) (line_heights): the PointContext of the newest point
         self.pos = self.identity.new_zeros(b, 2)
+        self.lo, self.hi = torch.zeros_like(self.pos), torch.zeros_like(self.pos)
+        self.line = self.identity.new_zeros(b, 1)
         self.restart: Restart | None = None  # restarting rows of the next cached step
         self.cache = self.weights = None
         if opts.use_cache:  # the longest window is 1 + m + 1 + (m - 1) tokens
@@ -308,10 +314,8 @@ class _Rows:
         point ends a character move on to the next one (or finish). Returns whether any row is
         still writing."""
         t = self.t
-        pos = None
-        if self.dec.point_pos is not None:  # char_positions: sum of the offsets after the first
-            pos = self.pos = torch.where((t == 0)[:, None], 0.0, self.pos + delta)
-        p = self.dec.embed_points(delta, pen, pos)  # (W, D)
+        ctx = self._point_context(delta, t) if any(self.dec.point_inputs) else None
+        p = self.dec.embed_points(delta, pen, ctx)  # (W, D)
         self.cur_p[self.rows, t] = p
         self.x = p + self.seg_cur
         if self.every_token:
@@ -350,6 +354,24 @@ class _Rows:
                 self.restart = self._context(r, n, tp)
         return True
 
+    def _point_context(self, delta: torch.Tensor, t: torch.Tensor) -> PointContext:
+        """The :class:`~cashg.model.decoder.PointContext` of each row's new point, kept up to
+        date one point at a time as :func:`~cashg.model.decoder.point_context` computes it
+        for whole characters: the position after the first point of a character is the sum
+        of its later offsets, the extent the running box of those positions, the line height
+        the running sum of every y offset since the origin."""
+        position, extent, line = self.dec.point_inputs
+        first = (t == 0)[:, None]  # (W, 1) the point opens a character
+        self.pos = torch.where(first, 0.0, self.pos + delta)  # char_positions
+        box = None
+        if extent:
+            self.lo = torch.where(first, 0.0, torch.minimum(self.lo, self.pos))
+            self.hi = torch.where(first, 0.0, torch.maximum(self.hi, self.pos))
+            box = torch.cat([self.lo - self.pos, self.hi - self.pos], -1)  # char_extents
+        if line:
+            self.line = self.line + delta[:, 1:]  # line_heights
+        return PointContext(self.pos if position else None, box, self.line if line else None)
+
     def _context(self, r: torch.Tensor, n: torch.Tensor, tp: int) -> Restart:
         """The restart of rows ``r`` (R,) whose previous characters have ``n`` (R,) points (at
         most ``tp``): their context ``[e~_{s-1}, y_{s-1}]`` with the predecessor segment (none
@@ -365,7 +387,7 @@ class _Rows:
     def _select(self, keep: torch.Tensor) -> None:
         """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
         for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
-                     "cur_p", "prev_p", "prev_len", "pos"):
+                     "cur_p", "prev_p", "prev_len", "pos", "lo", "hi", "line"):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = torch.arange(len(keep), device=keep.device)
         if self.cache is not None:  # memory rows stay shared

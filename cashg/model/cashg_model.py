@@ -73,7 +73,7 @@ class CASHG(nn.Module):
         """Pack ``[e~_{s-1}, y_{s-1}, e~_s, y_{s,1:T-1}]`` for every valid character (of
         ``window_mask``, default ``char_mask``; a predecessor needs no window of its own):
         the points embedded (:meth:`BiSWTDecoder.embed_chars`), then :meth:`assemble_windows`."""
-        points = self.decoder.embed_chars(deltas, pen)  # (B, S, T, D)
+        points = self.decoder.embed_chars(deltas, pen, point_mask)  # (B, S, T, D)
         return self.assemble_windows(identity, points, point_mask.sum(-1), char_mask,
                                      window_mask)
 
@@ -171,7 +171,8 @@ class CASHG(nn.Module):
             plan = self.plan(batch, targets_only, reference, windows)
         style = self.style(batch.style_images, groups, plan.views)
         identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
-        points = self.decoder.embed_chars(batch.deltas, batch.pen)  # (B, S, T, D)
+        points = self.decoder.embed_chars(batch.deltas, batch.pen,
+                                          batch.point_mask)  # (B, S, T, D)
         classes = plan.classes or (plan.windows,)
         outs = [self._window_outputs(batch, identity, points, ctx, style, w,
                                      plan.packing if len(classes) == 1 else None)

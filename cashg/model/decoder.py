@@ -188,6 +188,22 @@ class DecoderBlock(nn.Module):
         return x + self.drop(self.ffn(self.ln3(x)))
 
 
+@dataclass(frozen=True)
+class PointContext:
+    """Where a trajectory point sits, besides its own offset: the decoder's optional token
+    inputs (each None when its option is off), computed alike by teacher forcing
+    (:func:`point_context`) and by the sampler, one point at a time.
+
+    position (..., 2): the pen relative to its character's first point (``point_position``,
+    :func:`char_positions`); extent (..., 4): the character's ink so far as a box relative to
+    the pen (``char_extent``, :func:`char_extents`); line (..., 1): the pen's height in the
+    line's frame (``line_position``, :func:`line_heights`)."""
+
+    position: torch.Tensor | None = None
+    extent: torch.Tensor | None = None
+    line: torch.Tensor | None = None
+
+
 def char_positions(deltas: torch.Tensor) -> torch.Tensor:
     """(..., T, 2) pen position after each point relative to the character's first point
     (the running sum of the offsets after the first) from a character's deltas (..., T, 2).
@@ -197,6 +213,43 @@ def char_positions(deltas: torch.Tensor) -> torch.Tensor:
     repeats the last position; it is masked wherever it is read. An RNN integrates the offsets
     in its state; attention over offset tokens has to learn the sum, which costs many steps."""
     return deltas.cumsum(-2) - deltas[..., :1, :]
+
+
+def char_extents(positions: torch.Tensor) -> torch.Tensor:
+    """(..., T, 4) ``[min x, min y, max x, max y]`` of a character's points up to and with each
+    point, minus that point, from its in-character positions (..., T, 2)
+    (:func:`char_positions`): how far the strokes drawn so far reach from the pen (left, up,
+    right, down; y down). After a pen lift inside a character the next stroke usually starts
+    at such an edge (the top of an H's stems, the stem of a B); relative offsets alone make
+    the decoder recover it by attending over every earlier token."""
+    lo = positions.cummin(-2).values
+    hi = positions.cummax(-2).values
+    return torch.cat([lo - positions, hi - positions], -1)
+
+
+def line_heights(deltas: torch.Tensor, point_mask: torch.Tensor) -> torch.Tensor:
+    """(B, S, T, 1) the pen's height after each point in the sample's own frame: the running
+    sum of the y offsets of its valid points in writing order, from its origin (deltas (B, S,
+    T, 2), point_mask (B, S, T); padding adds nothing).
+
+    Every stream keeps a sample in its line's height-normalised frame (y in [0, 1] over the
+    whole line; :mod:`cashg.training.data`: the first offset is ``(0, y_0)``), and sampling
+    starts from the same origin, so this is where the pen is within the line's band. With
+    offsets alone the decoder cannot tell how far the line has drifted from where it began:
+    each character is placed from its predecessor's ink, and the errors add up over a line
+    (issue "Placement": 7.5x the writers' drift)."""
+    b, s, t, _ = deltas.shape
+    dy = torch.where(point_mask, deltas[..., 1], 0.0)
+    return dy.reshape(b, s * t).cumsum(1).view(b, s, t, 1)
+
+
+def point_context(deltas: torch.Tensor, point_mask: torch.Tensor, position: bool,
+                  extent: bool, line: bool) -> PointContext:
+    """The :class:`PointContext` of whole characters (teacher forcing): deltas (B, S, T, 2),
+    point_mask (B, S, T); only the parts asked for are computed."""
+    pos = char_positions(deltas) if position or extent else None
+    return PointContext(pos if position else None, char_extents(pos) if extent else None,
+                        line_heights(deltas, point_mask) if line else None)
 
 
 class GatedContextFusion(nn.Module):
@@ -229,6 +282,8 @@ class BiSWTDecoder(nn.Module):
         self.point_xy = nn.Linear(2, d)
         self.point_pen = nn.Embedding(N_PEN, d)
         self.point_pos = nn.Linear(2, d) if cfg.point_position else None
+        self.point_extent = nn.Linear(4, d) if cfg.char_extent else None
+        self.line_pos = nn.Linear(1, d) if cfg.line_position else None
         self.segment = nn.Embedding(2, d)  # 0 = predecessor tokens, 1 = current character
         rope = RotaryEmbedding(d // cfg.n_heads, cfg.rope_base)
         self.blocks = nn.ModuleList(
@@ -246,22 +301,38 @@ class BiSWTDecoder(nn.Module):
         self.heads, self.dh = cfg.n_heads, d // cfg.n_heads
         self.rope = rope
 
+    @property
+    def point_inputs(self) -> tuple[bool, bool, bool]:
+        """Which :class:`PointContext` parts the tokens embed: (position, extent, line)."""
+        return (self.point_pos is not None, self.point_extent is not None,
+                self.line_pos is not None)
+
     def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor,
-                     position: torch.Tensor | None = None) -> torch.Tensor:
-        """Trajectory tokens (..., D) from deltas (..., 2), pen states (...) long and, with
-        ``point_position``, the in-character positions (..., 2) of :func:`char_positions`."""
+                     context: PointContext | None = None) -> torch.Tensor:
+        """Trajectory tokens (..., D) from deltas (..., 2), pen states (...) and the parts of
+        ``context`` the options embed (``point_position``, ``char_extent``,
+        ``line_position``: :class:`PointContext`)."""
         x = self.point_xy(deltas) + self.point_pen(pen)
-        if self.point_pos is not None:
-            if position is None:
-                raise ValueError("point_position is on: embed_points needs the positions")
-            x = x + self.point_pos(position)
+        parts = ((self.point_pos, "position", "point_position"),
+                 (self.point_extent, "extent", "char_extent"),
+                 (self.line_pos, "line", "line_position"))
+        for layer, name, option in parts:
+            if layer is None:
+                continue
+            value = None if context is None else getattr(context, name)
+            if value is None:
+                raise ValueError(f"{option} is on: embed_points needs the {name}")
+            x = x + layer(value)
         return x
 
-    def embed_chars(self, deltas: torch.Tensor, pen: torch.Tensor) -> torch.Tensor:
-        """Trajectory tokens (..., T, D) of whole characters, deltas (..., T, 2) and pen
-        (..., T); the in-character positions are derived only when they are embedded."""
-        pos = char_positions(deltas) if self.point_pos is not None else None
-        return self.embed_points(deltas, pen, pos)
+    def embed_chars(self, deltas: torch.Tensor, pen: torch.Tensor,
+                    point_mask: torch.Tensor) -> torch.Tensor:
+        """Trajectory tokens (..., T, D) of whole characters, deltas (B, S, T, 2), pen and
+        point_mask (B, S, T); the :class:`PointContext` parts are derived only when they
+        are embedded."""
+        ctx = point_context(deltas, point_mask, *self.point_inputs) if any(
+            self.point_inputs) else None
+        return self.embed_points(deltas, pen, ctx)
 
     def memory_kv(self, writer_memory: torch.Tensor, glyph_memory: torch.Tensor) -> list:
         """Per style block cross-attention (k, v), each (B, h, M, dh) contiguous; computed once

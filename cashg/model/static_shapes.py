@@ -35,11 +35,6 @@ def rung(n: int) -> int:
     return RUNGS[bisect.bisect_left(RUNGS, max(n, 1))]
 
 
-def coarse_rung(n: int) -> int:
-    """The smallest power of two >= ``n`` (1 for n <= 1)."""
-    return 1 << max(n - 1, 0).bit_length()
-
-
 class ShapeLadder:
     """The padded size of each named size (e.g. ``"3/T"``: stage 3's points per character):
     the rung of the largest value seen so far under that name, so that a stage's step takes
@@ -48,11 +43,16 @@ class ShapeLadder:
     def __init__(self) -> None:
         self.sizes: dict[str, int] = {}
 
-    def fit(self, name: str, n: int, coarse: bool = False) -> int:
+    def fit(self, name: str, n: int) -> int:
         """The padded size for a value ``n`` of size ``name`` (>= n; never smaller than the
-        size returned before under the same name). ``coarse``: on powers of two only (fewer
-        sizes, up to twice the value: the window counts of the length classes, which vary
-        most from batch to batch)."""
-        size = max(self.sizes.get(name, 0), coarse_rung(n) if coarse else rung(n))
+        size returned before under the same name)."""
+        size = max(self.sizes.get(name, 0), rung(n))
         self.sizes[name] = size
         return size
+
+    def stage_sizes(self, stage: int) -> tuple:
+        """The sizes of ``stage`` so far (names ``"<stage>/..."``), sorted: a step padded
+        under other stage sizes can never recur once they have grown (a replayed step frees
+        the captures of superseded sizes, :mod:`cashg.training.graphed`)."""
+        prefix = f"{stage}/"
+        return tuple(sorted((k, v) for k, v in self.sizes.items() if k.startswith(prefix)))

@@ -2,7 +2,8 @@
 
     cashg train --data results/subsets/dsd --out results/train/dsd [--params params.yaml]
                 [--set model.bi_swt=false ...] [--resume] [--device auto|cpu|cuda]
-                [--threads N] [--bf16] [--workers N] [--stop-after N] [--no-track]
+                [--threads N] [--bf16] [--workers N] [--stop-after N] [--deadline S]
+                [--no-track]
 
 Reads the ``model`` and ``train`` sections of the params file (after ``--set`` overrides,
 YAML-typed values), trains on ``<data>/train`` (held-out losses from ``<data>/validation`` when
@@ -20,7 +21,11 @@ A changed config has another hash, hence another folder: incompatible runs never
 ``dvclive/`` and ``samples/`` are rebuilt by every run: a resumed run replays what its
 checkpoint recorded (curves, sample images), so they survive DVC deleting them before a rerun.
 
-Exit status: 0 completed (or stopped by ``--stop-after``), 143 after SIGTERM (checkpoint
+``--deadline S`` stops after S seconds of this session at the end of an iteration, writes a
+checkpoint, and writes ``model.pt`` from the weights so far (``train_summary.json``: status
+``deadline`` and where it stopped); rerunning without it resumes and finishes the schedule.
+
+Exit status: 0 completed (or stopped by ``--stop-after`` or ``--deadline``), 143 after SIGTERM (checkpoint
 written, rerun to resume), 1 when too many consecutive non-finite steps stopped the run,
 2 on bad input.
 """
@@ -60,6 +65,9 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=0, help="DataLoader prefetch workers")
     parser.add_argument("--stop-after", type=int, default=None,
                         help="checkpoint and stop after this iteration")
+    parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                        help="checkpoint and stop after this many seconds of this session,"
+                             " writing model.pt from the weights so far (a lent GPU's one call)")
     parser.add_argument("--no-track", action="store_true", help="no dvclive tracking")
     parser.add_argument("--no-cache-data", action="store_true",
                         help="do not memoise decoded samples in memory")
@@ -130,24 +138,28 @@ def sample_lines_from_test(test_dir: Path, n: int, max_chars: int, n_refs: int, 
 
 def open_data(data_dir: Path, cfg, cache: bool):
     """``(train SplitData, held-out SplitData, held-out description, subset files)``."""
+    from functools import partial
+
     from cashg.training.data import DataError, SplitData, held_out_writers, split_is_empty
+    from cashg.training.schedules import used_streams
 
     train_dir, val_dir = data_dir / "train", data_dir / "validation"
     if not train_dir.is_dir():
         raise DataError(f"{train_dir}: no train split")
+    split = partial(SplitData, streams=used_streams(cfg), cache=cache)  # the subsets it reads
     files = sorted(train_dir.glob("*.h5"))
     if not split_is_empty(val_dir):
-        train = SplitData(train_dir, cache=cache)
-        val = SplitData(val_dir, cache=cache)
+        train = split(train_dir)
+        val = split(val_dir)
         files += sorted(val_dir.glob("*.h5"))
         return train, val, f"{val_dir} (validation split)", files
     if cfg.val_writers > 0:
         kept, held = held_out_writers(train_dir, cfg.val_writers)
-        train = SplitData(train_dir, writers=kept, cache=cache)
-        val = SplitData(train_dir, writers=held, cache=cache)
+        train = split(train_dir, writers=kept)
+        val = split(train_dir, writers=held)
         return train, val, f"{train_dir} writers {held} (held out of training)", files
-    train = SplitData(train_dir, cache=cache)
-    return train, SplitData(train_dir, cache=cache), \
+    train = split(train_dir)
+    return train, split(train_dir), \
         f"{train_dir} (fixed train batches: no validation split, val_writers=0)", files
 
 
@@ -175,6 +187,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
         return 2
     opts = RunOptions(device=args.device, bf16=args.bf16, workers=args.workers, resume=resume,
                       track=not args.no_track, stop_after=args.stop_after,
+                      deadline=args.deadline,
                       cache_data=not args.no_cache_data, progress=not args.no_progress)
     lines = sample_lines_from_test(data_dir / "test", cfg.sample_lines, cfg.sample_max_chars,
                                    model_cfg.style_refs, model_cfg.style_image_size)
@@ -195,7 +208,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
         shutdown()
         return 2
     code = 0
-    if result.status == "completed" and trainer.dist.is_main:
+    if result.status in ("completed", "deadline") and trainer.dist.is_main:
         extra = {"kind": "cashg-final-model", "config_hash": trainer.hash, "params": params,
                  "char_inventory": inventory, "iteration": result.iteration,
                  "best_val": result.best_val, "weights": weights_description(trainer)}
@@ -210,10 +223,15 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "parameters": count_parameters(trainer.model), "final_metrics": result.last_metrics,
             "compile": compile_summary(trainer), "weights": weights_description(trainer),
         }
+        if result.status == "deadline":
+            summary["stopped"] = (f"at iteration {result.iteration} of {cfg.total_iters} by"
+                                  f" --deadline {args.deadline:g} s (model.pt holds those"
+                                  " weights; rerun without it to finish the schedule)")
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True)
                                                 + "\n", encoding="utf-8")
-        print(f"[train] done: {result.iteration} iterations in {result.seconds:.1f} s; wrote "
-              f"{out / 'model.pt'}", file=sys.stderr)
+        print(f"[train] {'done' if result.status == 'completed' else 'deadline'}:"
+              f" {result.iteration} iterations in {result.seconds:.1f} s; wrote"
+              f" {out / 'model.pt'}", file=sys.stderr)
     elif result.status == "interrupted":
         code = EXIT_SIGTERM if trainer._stop_signal else 0
         if trainer.dist.is_main and code == 0:

@@ -19,11 +19,15 @@ on the values the step reads back anyway; inside the graph it would save one lau
 The graph mechanics are a :class:`GraphBackend`: :class:`CudaGraphs` on a GPU, and
 :class:`Rerun` (a capture that reruns its function on every replay) where there is none, so
 that the static-buffer plumbing is tested on a CPU (tests/test_graphed_step.py). A capture or
-replay that fails makes the step fall back to eager with a warning that names the error, once.
+replay that fails makes the step fall back to eager with a warning that names the error, once
+(the trainer then drops the padding too: :meth:`Trainer.train_step`). The captures of an
+``epoch`` (a stage at given padded sizes) are freed when the next one begins: sizes only grow,
+so they can never be replayed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable
@@ -46,27 +50,40 @@ class GraphBackend(Protocol):
 
 
 class CudaGraphs:
-    """``torch.cuda.CUDAGraph`` captures sharing one memory pool (one replay at a time, its
-    outputs read before the next). ``warmup`` runs on a side stream first (lazy cuBLAS and
-    autograd set-up must not happen during capture); ``restore`` undoes their effects."""
+    """``torch.cuda.CUDAGraph`` captures sharing one memory pool and one side stream (one
+    replay at a time, its outputs read before the next). ``warmup`` runs on the side stream
+    first (lazy cuBLAS and autograd set-up must not happen during capture); ``restore`` undoes
+    their effects. A body that fails *inside* the capture leaves the caller's stream current
+    again and its partial graph dropped before the error goes on (``torch.cuda.graph``'s exit
+    may itself raise before it restores the stream), so the eager fallback runs on a sound
+    stream and allocator; an error at replay (an illegal address) is sticky for the process
+    and no fallback recovers from it."""
 
     def __init__(self, warmup: int = 2):
         self.warmup = warmup
         self.pool = None
+        self.side = None
 
     def capture(self, fn, restore):
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+            self.side = torch.cuda.Stream()
+        caller = torch.cuda.current_stream()
+        self.side.wait_stream(caller)
+        with torch.cuda.stream(self.side):
             for _ in range(self.warmup):
                 fn()
-        torch.cuda.current_stream().wait_stream(side)
+        caller.wait_stream(self.side)
         restore()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            out = fn()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool, stream=self.side):
+                out = fn()
+        except BaseException:
+            torch.cuda.set_stream(caller)
+            with contextlib.suppress(Exception):
+                graph.reset()
+            raise
         restore()
         return graph.replay, out
 
@@ -105,6 +122,7 @@ class GraphStats:
     captures: int = 0
     capture_s: float = 0.0
     replays: int = 0
+    freed: int = 0  # captures dropped because their sizes were superseded
     failure: str | None = None
 
 
@@ -121,17 +139,24 @@ class GraphedStep:
         self.snapshot, self.restore = snapshot, restore
         self.backend = backend if backend is not None else CudaGraphs()
         self.captures: dict[tuple, Capture] = {}
+        self.epoch: Any = None
         self.stats = GraphStats()
 
     @property
     def active(self) -> bool:
         return self.stats.failure is None
 
-    def __call__(self, *inputs: Any) -> torch.Tensor:
+    def __call__(self, *inputs: Any, epoch: Any = None) -> torch.Tensor:
         """The body's output for ``inputs``, replayed (a copy: the static output is reused);
-        the eager body's output when capturing or replaying has failed."""
+        the eager body's output when capturing or replaying has failed. ``epoch``: when it
+        differs from the last call's (a new stage, or a stage whose padded sizes grew), no
+        earlier capture can be replayed again: they are freed (graphs and static buffers)."""
         if not self.active:
             return self.body(*inputs)
+        if epoch != self.epoch:
+            self.stats.freed += len(self.captures)
+            self.captures.clear()
+            self.epoch = epoch
         try:
             key = signature(inputs)
             cap = self.captures.get(key)

@@ -9,8 +9,9 @@ thousands of steps only to reach the data's scale before the shapes can be learn
 This module rescales, once before training, the input columns of ``point_xy`` by ``1 / s``
 and the head's mean rows by ``s`` (``s`` = the per-axis RMS offset of the char samples),
 and sets the sigma biases to ``softplus^-1(s)`` with small weights (with
-``model.point_position`` the position input columns are likewise divided by the RMS
-in-character position). It is an initialisation
+``model.point_position`` the position input columns, and with ``model.char_extent`` the
+extent columns, are likewise divided by the RMS in-character position; the line height of
+``model.line_position`` is already of order 1 and keeps its default initialisation). It is an initialisation
 only (the architecture, the losses and sampling are unchanged; the paper specifies no
 initialisation) and deterministic: ``s`` comes from a fixed set of char samples.
 """
@@ -70,9 +71,16 @@ def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | No
     s = torch.as_tensor(np.asarray(scale, np.float64), dtype=torch.float32)
     xy = model.decoder.point_xy
     xy.weight.div_(s.to(xy.weight)[None, :])  # (D, 2): input column j / s_j
-    if pos is not None:
+    extent = model.decoder.point_extent
+    if extent is not None and pos_scale is None:
+        raise ValueError("data_init: the decoder embeds character extents, pos_scale is"
+                         " required")
+    if pos is not None or extent is not None:
         ps = torch.as_tensor(np.asarray(pos_scale, np.float64), dtype=torch.float32)
-        pos.weight.div_(ps.to(pos.weight)[None, :])  # (D, 2): input column j / ps_j
+        if pos is not None:
+            pos.weight.div_(ps.to(pos.weight)[None, :])  # (D, 2): input column j / ps_j
+        if extent is not None:  # (D, 4): [x, y, x, y] columns, in-character distances too
+            extent.weight.div_(ps.repeat(2).to(extent.weight)[None, :])
     _scale_head(model.head.proj, model.head.n_mixtures, model.head.sigma_eps, s)
     if model.head.jump_proj is not None:
         j = s if jumps is None else torch.as_tensor(np.asarray(jumps, np.float64),

@@ -53,8 +53,9 @@ class StepPlan:
     (N,) bool the points scored by the x marginal (None: option off); bound_rows (M,) /
     bound_group (M,): the VDL boundaries (flat (B*(S-1)) positions) and their micro-batch
     (None: no micro-batch has a VDL). padded: a static-shape plan (:func:`static_step_inputs`):
-    the rows are every point / boundary, those no loss reads in group G (one past the last
-    micro-batch), whose means are dropped."""
+    the point rows are the scored points, padded to a rung with rows in group G (one past the
+    last micro-batch), the boundary rows every boundary, those no loss reads in group G; the
+    means of group G are dropped."""
 
     forward: ForwardPlan
     sample_group: torch.Tensor
@@ -108,10 +109,17 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
     group_of = [g for g, k in enumerate(sizes) for _ in range(k)]
     sample_group = torch.tensor(group_of, device=dev)  # (B,)
     dropped = torch.full_like(sample_group, n)
-    mask = (batch.point_mask & batch.target_mask[..., None]).reshape(b, -1)  # (B, S*T)
-    point_group = torch.where(mask, sample_group[:, None], dropped[:, None]).reshape(-1)
-    x_only = (space_gap_points(batch.codepoints, t).reshape(-1) if cfg.space_gap_x_only
-              else None)
+    # the scored points only (as plan_step), their count padded to a rung with rows of the
+    # dropped group n: the losses run on about as many rows as the plain step's, not B*S*T
+    mask = batch.point_mask & batch.target_mask[..., None]  # (B, S, T)
+    valid = flat_rows(mask)  # (N,)
+    n_rows = ladder.fit(f"{stage}/N", len(valid))
+    extra = n_rows - len(valid)
+    point_rows = torch.cat([valid, valid.new_zeros(extra)])  # (N',) padding reads row 0
+    point_group = torch.cat([sample_group[valid // (s * t)], dropped.new_full((extra,), n)])
+    x_only = (torch.cat([space_gap_points(batch.codepoints, t)[mask],
+                         torch.zeros(extra, dtype=torch.bool, device=dev)])
+              if cfg.space_gap_x_only else None)
     bound_rows = bound_group = None
     vdl_sample = torch.tensor([use_vdl[g] for g in group_of], device=dev)  # (B,)
     if any(use_vdl):
@@ -121,10 +129,9 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
         bound_group = torch.where(bounds, sample_group[:, None], dropped[:, None]).reshape(-1)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])  # as plan_step's
     forward = net.static_plan(batch, sizes, windows,
-                              lambda name, n: ladder.fit(f"{stage}/{name}", n,
-                                                         coarse=name.startswith("W")))
-    return batch, StepPlan(forward, sample_group, torch.arange(b * s * t, device=dev),
-                           point_group, x_only, bound_rows, bound_group, padded=True)
+                              lambda name, n: ladder.fit(f"{stage}/{name}", n))
+    return batch, StepPlan(forward, sample_group, point_rows, point_group, x_only, bound_rows,
+                           bound_group, padded=True)
 
 
 def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,

@@ -69,6 +69,14 @@ def stage_weights(t: int, cfg: TrainConfig) -> StageWeights:
     return (cfg.stage1, cfg.stage2, cfg.stage3)[curriculum_stage(t, cfg) - 1]
 
 
+def used_streams(cfg: TrainConfig) -> tuple[str, ...]:
+    """The streams some curriculum stage samples (weight > 0): the subsets training reads.
+    A glyph-level benchmark (char and style subsets only) trains with the other weights 0
+    (:func:`cashg.core.experiments.experiment_overrides`) and has no other file to read."""
+    stages = (cfg.stage1, cfg.stage2, cfg.stage3)
+    return tuple(s for s in STREAMS if any(getattr(w, s) > 0 for w in stages))
+
+
 def vdl_weights(t: int, cfg: TrainConfig) -> tuple[float, float]:
     """``(lambda_vdl^bi, lambda_vdl^sent)`` at iteration ``t``.
 
@@ -127,3 +135,43 @@ def check_schedule(cfg: TrainConfig) -> None:
             raise ValueError(f"train: {name} must be >= 1")
     if cfg.stage1.char <= 0 and cfg.stage1.bigram <= 0 and cfg.stage1.sentence <= 0:
         raise ValueError("train: stage 1 has no active stream")
+
+
+# the TrainConfig fields counted in iterations (but the logging cadence): a schedule scaled
+# by a factor scales them all, so the curriculum keeps its shape (stage shares, warm-ups, VDL
+# ramp, decay) and its evaluations and checkpoints their number
+ITERATION_FIELDS = ("total_iters", "stage2_start", "stage3_start", "warmup_iters",
+                    "stage_warmup_iters", "vdl_sentence_warmup_start",
+                    "vdl_sentence_warmup_end", "lr_decay_start", "lr_decay_end", "ema_start",
+                    "eval_interval", "checkpoint_interval")
+
+
+def stage_iterations(cfg: TrainConfig) -> tuple[int, int, int]:
+    """Iterations of stages 1, 2 and 3 in a run of ``total_iters``."""
+    s2 = min(cfg.stage2_start, cfg.total_iters)
+    s3 = min(max(cfg.stage3_start, s2), cfg.total_iters)
+    return s2, s3 - s2, cfg.total_iters - s3
+
+
+def projected_seconds(cfg: TrainConfig, seconds_per_iter: tuple[float, float, float]) -> float:
+    """Seconds the steps of the whole schedule take at ``seconds_per_iter`` per stage."""
+    return sum(n * s for n, s in zip(stage_iterations(cfg), seconds_per_iter))
+
+
+def scaled_schedule(cfg: TrainConfig, factor: float) -> dict[str, int]:
+    """Every :data:`ITERATION_FIELDS` value times ``factor`` (rounded; a positive value stays
+    at least 1), as ``train`` overrides: the same curriculum, shorter or longer."""
+    if factor <= 0:
+        raise ValueError(f"schedule factor must be > 0, got {factor}")
+    return {name: (max(1, round(getattr(cfg, name) * factor)) if getattr(cfg, name) > 0 else 0)
+            for name in ITERATION_FIELDS}
+
+
+def fit_schedule(cfg: TrainConfig, seconds_per_iter: tuple[float, float, float],
+                 budget: float) -> float:
+    """The factor (at most 1) that makes the schedule's steps fit ``budget`` seconds at the
+    measured ``seconds_per_iter`` of stages 1, 2, 3 (:func:`scaled_schedule`)."""
+    need = projected_seconds(cfg, seconds_per_iter)
+    if budget <= 0:
+        raise ValueError(f"the time budget must be > 0 seconds, got {budget}")
+    return 1.0 if need <= budget else budget / need

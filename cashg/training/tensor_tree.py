@@ -1,6 +1,15 @@
 """The tensors inside a step's inputs (batches, plans: dataclasses, tuples, lists), as a flat
 list and back, and their shape signature: what a replayed step (:mod:`cashg.training.graphed`)
-copies into its static buffers, and what keys one capture."""
+copies into its static buffers, and what keys one capture.
+
+Why not ``torch.utils._pytree``: it walks only the node types registered with it, so every
+dataclass a step input holds (the batch, the step and forward plans, the window plans, the
+packing and its buckets, the text plan, the glyph views; most of them model-side types) would
+need a registration, as a global side effect of importing training code, and a new field or
+plan type would silently become an opaque leaf until registered; its leaves would also mix
+tensors with the ints, bools and names that the signature must compare by value. This walker
+knows dataclasses, tuples and lists generically and is shorter than the registrations.
+"""
 
 from __future__ import annotations
 

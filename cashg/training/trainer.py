@@ -18,7 +18,7 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
    checkpoint (the last good one stays the latest).
 
 Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
-``interrupted``), at ``stop_after`` and at the end. Evaluation every ``eval_interval``
+``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end. Evaluation every ``eval_interval``
 iterations: mean losses on fixed held-out batches of every stream (all three, whatever the
 stage, so the numbers are comparable over the run); ``val/total`` = sum of the streams' mean
 ``L_seq`` selects ``best.pt``; sample lines of held-out writers are rendered. Evaluation runs
@@ -113,6 +113,9 @@ class RunOptions:
     resume: bool = True  # continue the latest checkpoint of a compatible run
     track: bool = True  # dvclive into <out>/dvclive
     stop_after: int | None = None  # checkpoint and return after this iteration (walltime slices)
+    # seconds after the start of this session: checkpoint and return with status "deadline"
+    # (the CLI then writes model.pt from the weights so far: a lent machine's one call)
+    deadline: float | None = None
     cache_data: bool = True
     progress: bool = True
     keep_history: bool = False  # keep every iteration's losses in TrainResult.history (tests)
@@ -120,7 +123,7 @@ class RunOptions:
 
 @dataclass
 class TrainResult:
-    status: str  # completed | interrupted | stopped_nonfinite
+    status: str  # completed | interrupted | deadline | stopped_nonfinite
     iteration: int
     run_dir: Path
     best_val: float
@@ -165,6 +168,44 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
 
 
 LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
+
+
+def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:
+    """(M, 3) float32 weights of iteration ``t``'s micro-batches of ``streams`` (in order):
+    per micro-batch its stream's generation weight over the stream's micro-batch count
+    (Eq. curriculum_loss: a stream's loss is the mean over its micro-batches), its VDL weight
+    (0: no VDL), and the style weight over the number of active streams times that count
+    (``L_style`` once per step, the mean over every micro-batch). Built on the host (the
+    caller copies it to the device once); the eager and the replayed step read the same
+    tensor (:func:`weighted_total`)."""
+    w = stage_weights(t, cfg)
+    vdl_bi, vdl_sent = vdl_weights(t, cfg)
+    lam = {"char": (w.char, 0.0), "bigram": (w.bigram, vdl_bi),
+           "sentence": (w.sentence, vdl_sent)}
+    count = {s: streams.count(s) for s in streams}
+    rows = [[lam[s][0] / count[s], lam[s][1], w.style / (len(count) * count[s])]
+            for s in streams]
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def weighted_total(per_micro: list[dict[str, torch.Tensor]], streams: tuple[str, ...],
+                   use_vdl: tuple[bool, ...], coef: torch.Tensor
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The step's loss and its logged sums, the one weighting of the eager and the replayed
+    step: ``sum_i coef[i, 0] * (seq_i + coef[i, 1] * vdl_i) + coef[i, 2] * style_i`` over the
+    micro-batches (the VDL term only where ``use_vdl[i]``; :func:`loss_weights`), and per
+    stream each of :data:`LOGGED_LOSSES` averaged over its micro-batches."""
+    count = {s: streams.count(s) for s in streams}
+    total: torch.Tensor | float = 0.0
+    sums: dict[str, torch.Tensor] = {}
+    for i, (s, losses) in enumerate(zip(streams, per_micro)):
+        gen = losses["seq"] + coef[i, 1] * losses["vdl"] if use_vdl[i] else losses["seq"]
+        total = total + (coef[i, 0] * gen + coef[i, 2] * losses["style"])
+        for k in LOGGED_LOSSES:
+            if k in losses:  # no vdl where its weight is 0 (not computed)
+                name = f"train/{s}/{k}"
+                sums[name] = sums.get(name, 0.0) + losses[k].detach() / count[s]
+    return total, sums
 
 
 def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...]) -> list[str]:
@@ -231,8 +272,8 @@ class Trainer:
         # train.static_shapes (and cuda_graphs): each stage's step in a few padded shapes
         self.shapes = ShapeLadder() if (cfg.static_shapes or cfg.cuda_graphs) else None
         # train.cuda_graphs: the step captured per shape and replayed (eager where it fails)
-        self.graphed = (GraphedStep(self._graph_body, self.flat_buffers.snapshot,
-                                    self.flat_buffers.restore)
+        self.graphed = (GraphedStep(self._graph_body, self._warmup_state,
+                                    self._restore_warmup_state)
                         if cfg.cuda_graphs and not self.dist.distributed else None)
         if cfg.cuda_graphs and self.dist.distributed:
             warnings.warn("train.cuda_graphs: not with several processes (DDP's gradient "
@@ -247,6 +288,15 @@ class Trainer:
         self.window: dict[str, list[float]] = defaultdict(list)  # metrics of the open interval
         self._stop_signal = False
         self.loss_hook: Callable[[int, str, dict], dict] | None = None  # tests
+
+    def _warmup_state(self) -> tuple:
+        """What a capture's warm-up runs change besides gradients: BatchNorm statistics and
+        the random state (dropout, glyph views), put back by :meth:`_restore_warmup_state`."""
+        return self.flat_buffers.snapshot(), ck.rng_state()
+
+    def _restore_warmup_state(self, state: tuple) -> None:
+        self.flat_buffers.restore(state[0])
+        ck.set_rng_state(state[1])
 
     # ------------------------------------------------------------------ checkpoints
     def restore(self) -> Path | None:
@@ -278,6 +328,8 @@ class Trainer:
         except ValueError as exc:
             raise ck.CheckpointError(f"{latest}: optimizer state: {exc}") from exc
         self.iteration = int(extra["iteration"])
+        if self.shapes is not None:
+            self.shapes.sizes = {str(k): int(v) for k, v in extra.get("shape_ladder", {}).items()}
         self.best_val = float(extra["best_val"])
         self.nonfinite_run = int(extra["nonfinite_run"])
         rng = extra["rng"]
@@ -318,6 +370,9 @@ class Trainer:
             "log_window": {k: list(v) for k, v in self.window.items()},
             "ema": (self.ema.state(self.model, self.flat, self.flat_buffers)
                     if self.ema is not None else {}),
+            # train.static_shapes: the sizes each stage has padded to so far, so that a resumed
+            # run pads (and, replayed, captures) as the uninterrupted one does
+            "shape_ladder": dict(self.shapes.sizes) if self.shapes is not None else {},
         }
 
     def sampling_weights(self) -> contextlib.AbstractContextManager:
@@ -351,31 +406,33 @@ class Trainer:
         cfg = self.cfg
         for g in self.opt.param_groups:
             g["lr"] = learning_rate(t, cfg)
-        w = stage_weights(t, cfg)
-        vdl_bi, vdl_sent = vdl_weights(t, cfg)
-        lam = {"char": (w.char, 0.0), "bigram": (w.bigram, vdl_bi),
-               "sentence": (w.sentence, vdl_sent)}
         active = [s for s in STREAMS if batches.get(s)]
         micro = [(s, b.to(self.device)) for s in active for b in batches[s]]
+        weights = loss_weights(t, cfg, [s for s, _ in micro])  # (M, 3) on the host
+        vdl_on = {s: bool(weights[i, 1] > 0) for i, (s, _) in enumerate(micro)}
+        if self.device.type == "cuda":  # one asynchronous copy
+            weights = weights.pin_memory()
+        coef = weights.to(self.device, non_blocking=True)
         stage = curriculum_stage(t, cfg)
         watch = self.flat.watch() if stage not in self.checked_stages else None
         self.model.train()
         self.flat.zero_grad()
         buffers = self.flat_buffers.snapshot()  # BN statistics, restored if the step is skipped
         net = self.ddp if self.ddp is not None else self.model
-        vdl_on = {s: lam[s][1] > 0 for s in active}
-        shapes = None if self.shapes is None else (self.shapes, stage)
+        # static shapes serve the replayed step: once capturing has failed, the plain packed
+        # step (padding would only cost time)
+        padded = self.shapes is not None and (self.graphed is None or self.graphed.active)
+        shapes = (self.shapes, stage) if padded else None
         if self.graphed is not None and self.graphed.active and watch is None:
             batch, plan, key = step_inputs(net, micro, cfg, self.amp, vdl_on, shapes)
-            coef = torch.tensor([[lam[s][0] / len(batches[s]), lam[s][1],
-                                  w.style / (len(active) * len(batches[s]))]
-                                 for s, _ in micro], dtype=torch.float32, device=self.device)
-            out = self.graphed(batch, plan, key, coef)  # (K,) see _graph_body
+            # a step padded to grown sizes never meets the captures of the old ones again
+            epoch = (stage, self.shapes.stage_sizes(stage))
+            out = self.graphed(batch, plan, key, coef, epoch=epoch)  # (K,) see _graph_body
             sums = dict(zip(["train/total", *logged_names(*key[1:])], out[:-1]))
             grad_norm = out[-1]
         else:
-            sums, grad_norm = self._eager_step(t, net, micro, batches, lam, w, active,
-                                               vdl_on, shapes, watch, stage)
+            sums, grad_norm = self._eager_step(t, net, micro, coef, vdl_on, shapes, watch,
+                                               stage)
         n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
         # one device-to-host transfer per step (no sync inside the micro-batch loop)
         names = list(sums)
@@ -399,25 +456,17 @@ class Trainer:
                     "samples": n_samples * self.dist.world})
         return out
 
-    def _eager_step(self, t, net, micro, batches, lam, w, active, vdl_on, shapes, watch,
-                    stage) -> tuple[dict, torch.Tensor]:
+    def _eager_step(self, t, net, micro, coef, vdl_on, shapes, watch, stage
+                    ) -> tuple[dict, torch.Tensor]:
         """Forward, losses, backward and clipping of a step, eagerly: (logged sums, norm)."""
-        sums: dict[str, torch.Tensor | float] = defaultdict(float)  # tensors until the end
+        streams = tuple(s for s, _ in micro)
+        use_vdl = tuple(vdl_on[s] and s != "char" for s in streams)
         # every micro-batch in one forward (cashg.training.packed), one backward of the sum
         per_micro = packed_losses(net, micro, self.cfg, self.amp, vdl_on, self.step_fn,
                                   shapes)
-        total = 0.0
-        for (s, _), losses in zip(micro, per_micro):
-            n_s = len(batches[s])
-            if self.loss_hook is not None:
-                losses = self.loss_hook(t, s, losses)
-            gen = losses["seq"] + lam[s][1] * losses["vdl"] if "vdl" in losses \
-                else losses["seq"]
-            part = (lam[s][0] / n_s) * gen + (w.style / (len(active) * n_s)) * losses["style"]
-            total = total + part
-            for k in LOGGED_LOSSES:
-                if k in losses:  # no vdl where its weight is 0 (not computed)
-                    sums[f"train/{s}/{k}"] += losses[k].detach() / n_s
+        if self.loss_hook is not None:
+            per_micro = [self.loss_hook(t, s, losses) for s, losses in zip(streams, per_micro)]
+        total, sums = weighted_total(per_micro, streams, use_vdl, coef)
         total.backward()
         sums["train/total"] = total.detach()
         if watch is not None:
@@ -427,24 +476,14 @@ class Trainer:
     def _graph_body(self, batch: CharSequenceBatch, plan, key, coef: torch.Tensor
                     ) -> torch.Tensor:
         """What ``train.cuda_graphs`` captures (:mod:`cashg.training.graphed`): the gradient
-        zeroed, the step's losses, their sum weighted by ``coef`` (M, 3) (per micro-batch:
-        its generation weight over its stream's count, its VDL weight, its style weight),
+        zeroed, the step's losses, their sum weighted by ``coef`` (:func:`weighted_total`),
         the backward and the clipping. (K,): ``[total, *logged_names(...), grad norm]``."""
         sizes, use_vdl, streams = key
         net = self.ddp if self.ddp is not None else self.model
         self.flat.zero_grad()
         with self.amp:
             per_micro = step_losses(net, batch, plan, sizes, use_vdl, streams, self.cfg)
-        count = {s: streams.count(s) for s in streams}
-        total = coef.new_zeros(())
-        sums: dict[str, torch.Tensor] = {}
-        for i, (s, losses) in enumerate(zip(streams, per_micro)):
-            gen = losses["seq"] + coef[i, 1] * losses["vdl"] if use_vdl[i] else losses["seq"]
-            total = total + coef[i, 0] * gen + coef[i, 2] * losses["style"]
-            for k in LOGGED_LOSSES:
-                if k in losses:
-                    name = f"train/{s}/{k}"
-                    sums[name] = sums.get(name, 0.0) + losses[k].detach() / count[s]
+        total, sums = weighted_total(per_micro, streams, use_vdl, coef)
         total.backward()
         norm = self.flat.clip_grad_norm(self.cfg.grad_clip)
         return torch.stack([total.detach()] + [sums[k] for k in logged_names(use_vdl, streams)]
@@ -589,7 +628,10 @@ class Trainer:
                         self._log_sample(tracker)
                 stop = dd.any_true(self._stop_signal, self.device)
                 sliced = opts.stop_after is not None and self.iteration >= opts.stop_after
-                if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced):
+                late = opts.deadline is not None and dd.any_true(
+                    time.perf_counter() - t0 >= opts.deadline, self.device) and not done
+                if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced
+                        or late):
                     self.save_checkpoint(best=is_best)
                 elif is_best:
                     self.save_best()
@@ -598,6 +640,12 @@ class Trainer:
                     if stop:
                         print(f"[train] SIGTERM: checkpoint written at iteration "
                               f"{self.iteration}; rerun to resume", file=sys.stderr)
+                    break
+                if late:
+                    status = "deadline"
+                    print(f"[train] --deadline {opts.deadline:g} s reached at iteration "
+                          f"{self.iteration} of {cfg.total_iters}: checkpoint written; rerun"
+                          " to resume", file=sys.stderr)
                     break
         finally:
             if bar is not None:

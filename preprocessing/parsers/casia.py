@@ -43,7 +43,6 @@ Decisions (every drop is a review row, counts reconcile ``seen == kept + rejecte
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from cashg.core.config.data import DatasetConfig
+from cashg.core.dataset_roots import casia_writer_id
 from cashg.core.records import InkRecord, record_from_strokes
 from preprocessing.parsers.pool import run_ordered
 from preprocessing.review import ProblemSink, ReviewReport
@@ -76,14 +76,13 @@ def _sink(report: ReviewReport | None, source: str) -> ProblemSink:
 
 
 def writer_id_from_name(path: str | Path) -> str:
-    """Writer id from a CASIA file name: first digit run, leading zeros removed.
+    """Writer id from a CASIA file name: first digit run, leading zeros removed
+    (:func:`cashg.core.dataset_roots.casia_writer_id`, the one definition).
 
     ``1001.pot`` and ``1001-c.pot`` give ``"1001"``; ``001-P16.ptts`` gives ``"1"``. A name
     without digits gives its stem.
     """
-    stem = Path(path).name.split(".")[0]
-    match = re.search(r"\d+", stem)
-    return str(int(match.group())) if match else stem
+    return casia_writer_id(path)
 
 
 # --------------------------------------------------------------------------------------------

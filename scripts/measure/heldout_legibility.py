@@ -1,6 +1,7 @@
 """One row of docs/legibility.md: CER, WER, the error share by character class and the
-held-out Style Score of trained models on the held-out lines (never the test split), with
-their mean.
+held-out Style Score and placement (baseline drift, generated and ground truth, and the
+word-gap ratio: :mod:`cashg.metrics.placement`) of trained models on the held-out lines
+(never the test split), with their mean (placement: the medians over every model's rows).
 
     python scripts/measure/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
@@ -37,10 +38,12 @@ from cashg.core.params import load_section
 from cashg.evaluation.held_out import (
     HeldOutError,
     held_out_lines,
+    held_out_placement,
     held_out_scorer,
     held_out_style,
     score_held_out,
 )
+from cashg.metrics.placement import summarize_placement
 from cashg.model.checkpoint import load_model
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
@@ -59,9 +62,16 @@ def _decoding(gcfg, pairs: list[str]):
     return dataclasses.replace(gcfg, **changes)
 
 
-def _row(label: str, cer: float, wer: float, rates: dict, style: tuple) -> str:
+def _row(label: str, cer: float, wer: float, rates: dict, style: tuple,
+         place=None) -> str:
     cells = " | ".join("-" if rates[c] is None else f"{rates[c]:.3f}" for c in CHAR_CLASSES)
-    return f"| {label} | {cer:.3f} | {wer:.3f} | {cells} | {style[0]:.3f} | {style[1]:.3f} |"
+    top = " | ".join("-" if v is None else f"{v:.3f}" for v in style)
+    row = f"| {label} | {cer:.3f} | {wer:.3f} | {cells} | {top} |"
+    if place is None:  # the ground truth's own placement is in the generated rows' GT cells
+        return row + " | | | |"
+    return row + " " + " | ".join(
+        "-" if v is None else f"{v:.3f}"
+        for v in (place.drift, place.drift_gt, place.drift_ratio, place.gap_ratio)) + " |"
 
 
 
@@ -88,9 +98,10 @@ def main() -> int:
     val_writers = load_section("train", args.params).val_writers
     print(f"decoding: {gcfg}")
     print(f"reference glyphs: {args.refs or 'as the checkpoint (model.style_refs)'}")
-    print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " | style top-1 | top-5 |")
-    print("|---|---|---|" + "---|" * len(CHAR_CLASSES) + "---|---|")
-    total_counts, total_classes, styles = None, None, []
+    print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " | style top-1 | top-5 |"
+          " drift | drift GT | drift ratio | gap ratio |")
+    print("|---|---|---|" + "---|" * len(CHAR_CLASSES) + "---|---|---|---|---|---|")
+    total_counts, total_classes, styles, placements = None, None, [], []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
@@ -104,15 +115,17 @@ def main() -> int:
             held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu")
             style = held_out_style(scorer, scored, {s.sentence_id: s for s in held.generated})
             styles.append(style)
-            print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates(), style),
-                  flush=True)
+            pairs = held_out_placement(held.generated, gts)
+            placements += pairs
+            print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates(), style,
+                       summarize_placement(pairs)), flush=True)
             total_counts = held.counts if total_counts is None else total_counts + held.counts
             total_classes = held.classes if total_classes is None else total_classes + held.classes
         gt_hyps = recognizer.transcribe(gts)
     if len(args.checkpoint) > 1:  # pooled over the models: the mean of equal-sized runs
-        mean_style = tuple(sum(v) / len(styles) for v in zip(*styles))
+        mean_style = tuple(None if None in v else sum(v) / len(styles) for v in zip(*styles))
         print(_row(f"all {len(args.checkpoint)}", total_counts.cer, total_counts.wer,
-                   total_classes.rates(), mean_style))
+                   total_classes.rates(), mean_style, summarize_placement(placements)))
     floor = error_counts(held.refs, gt_hyps)
     print(_row("ground truth", floor.cer, floor.wer,
                char_class_errors(held.refs, gt_hyps).rates(),

@@ -26,7 +26,7 @@ saved, so the original scale is lost and only the aspect ratio survives. y is dr
 
 Identification: one character per record, ``character_dict[character_id]``; the writer is the
 reverse lookup of ``writer_id`` in ``writer_dict.pkl`` (a source file name), named by the rule
-of this project's CASIA parser (``preprocessing/parsers/casia.py`` ``writer_id_from_name``: the
+of this project's CASIA parser (:func:`cashg.core.dataset_roots.casia_writer_id`: the
 first digit run of the name without leading zeros, ``C001-f.pot`` -> ``"1"``), i.e. the
 source-local writer id of the ground truth (``"icdar2013:1"`` in a benchmark file; the glyph
 matcher resolves the namespace, :mod:`cashg.baselines.glyph_matching`). Segmentation: the record
@@ -39,7 +39,6 @@ Pickles are read only with :mod:`cashg.core.safe_pickle` (numpy arrays and plain
 from __future__ import annotations
 
 import pickle
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,6 +46,7 @@ import lmdb
 import numpy as np
 
 from cashg.baselines.samples import ImportedSample, LayoutError
+from cashg.core.dataset_roots import casia_writer_id
 from cashg.core.ink import InkSentence
 from cashg.core.records import PM
 from cashg.core.safe_pickle import safe_load, safe_loads
@@ -67,16 +67,12 @@ PICKLE_PROTOCOL = 4  # SDT's environment.yml: Python 3.8, whose pickle default i
 
 
 def writer_name(fname: str) -> str:
-    """The writer id this project's CASIA parser gives the file ``fname``.
-
-    Same rule as ``preprocessing/parsers/casia.py`` ``writer_id_from_name`` (restated here:
-    ``cashg.baselines`` does not import ``preprocessing``; a test checks that both agree): the
-    first digit run of the name before its first dot, without leading zeros; the stem when it
-    has no digits. ``C001-f.pot`` -> ``"1"``, ``1001-c.pot`` -> ``"1001"``.
+    """The writer id this project's CASIA parser gives the file ``fname``
+    (:func:`cashg.core.dataset_roots.casia_writer_id`): the first digit run of the name
+    before its first dot, without leading zeros; the stem when it has no digits.
+    ``C001-f.pot`` -> ``"1"``, ``1001-c.pot`` -> ``"1001"``.
     """
-    stem = Path(fname).name.split(".")[0]
-    match = re.search(r"\d+", stem)
-    return str(int(match.group())) if match else stem
+    return casia_writer_id(fname)
 
 
 def lmdb_dir(path: str | Path) -> Path:

@@ -60,6 +60,12 @@ class ModelConfig:
     # Also add the character's identity embedding to each of its trajectory tokens (besides the
     # identity token that opens its part of the window). Off = the identity token only.
     identity_every_token: bool = False
+    # Placement inputs (issue "Placement"; the paper's tokens carry offsets only): also embed
+    # the character's ink so far as a box relative to the pen (where a stroke after a pen lift
+    # starts), and the pen's height in the line's height-normalised frame (the running sum of
+    # the sample's y offsets from its origin: how far the line has drifted). Off = not embedded.
+    char_extent: bool = False
+    line_position: bool = False
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units

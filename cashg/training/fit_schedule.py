@@ -1,0 +1,104 @@
+"""Fit an experiment's training schedule into a time budget, from a measured step rate.
+
+    python -m cashg.training.fit_schedule --experiment dsd --params params.gpu.yaml \\
+        --seconds 330 [--device cuda] [--bf16] [--steps 8] [--warmup 2] [--data DIR]
+
+A lent GPU machine runs one command of at most ten minutes (docs/training.md, "Training on a
+GPU machine"): a schedule sized for another card, or a slow first call, does not finish in
+it. This builds the experiment's trainer as the train stage does (same data, params and
+overrides, in a throwaway folder), times ``--steps`` real steps at the first iteration of each
+curriculum stage (after ``--warmup`` untimed ones: allocation, autotuning, CUDA-graph
+captures), and prints to stdout the ``train.KEY=VALUE`` overrides that scale the whole
+schedule (:func:`cashg.training.schedules.scaled_schedule`: every iteration count, so the
+curriculum keeps its shape) by the factor that makes its steps fit ``--seconds``
+(:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The measured
+rates and the projection go to stderr. ``scripts/gpu_train.sh`` passes the overrides to the
+train stage, with ``--deadline`` as the safety net.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cashg.training.cli import add_runtime_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m cashg.training.fit_schedule",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--seconds", type=float, required=True,
+                        help="the time the training's steps may take")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per stage")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per stage first")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    add_runtime_arguments(parser)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from cashg.core.params import ParamsError
+    from cashg.training.cli import load_configs, open_data
+    from cashg.training.data import DataError
+    from cashg.training.schedules import (
+        fit_schedule,
+        projected_seconds,
+        scaled_schedule,
+        stage_iterations,
+        stage_start,
+    )
+    from cashg.training.stage import experiment_setup
+    from cashg.training.trainer import RunOptions, Trainer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        benchmark, overrides = experiment_setup(args.params, args.experiment)
+        overrides += args.overrides
+        model_cfg, cfg = load_configs(args.params, overrides)
+        data = args.data or Path("results/subsets") / benchmark
+        train, _, _, _ = open_data(data, cfg, True)
+    except (ParamsError, DataError, ValueError) as exc:
+        print(f"fit_schedule: {exc}", file=sys.stderr)
+        return 2
+    per_iter = []
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = RunOptions(device=args.device, bf16=args.bf16, resume=False, track=False,
+                          progress=False)
+        trainer = Trainer(model_cfg, cfg, train, Path(tmp), opts)
+        for stage, n in zip((1, 2, 3), stage_iterations(cfg)):
+            if n == 0:
+                per_iter.append(0.0)
+                continue
+            t = stage_start(stage, cfg)
+            times = []
+            for k in range(args.warmup + args.steps):
+                batches = trainer.source.iteration(t + k)
+                tick = time.perf_counter()
+                trainer.train_step(t + k, batches)  # reads its losses back: synchronised
+                if k >= args.warmup:
+                    times.append(time.perf_counter() - tick)
+            per_iter.append(statistics.median(times))
+    rates = tuple(per_iter)
+    need = projected_seconds(cfg, rates)
+    factor = fit_schedule(cfg, rates, args.seconds)
+    print(f"fit_schedule: {args.experiment} on {trainer.device}: "
+          + ", ".join(f"stage {k + 1} {1 / s:.1f} it/s" if s else f"stage {k + 1} -"
+                      for k, s in enumerate(rates))
+          + f"; {cfg.total_iters} iterations take {need:.0f} s of steps, the budget is"
+          f" {args.seconds:.0f} s: schedule x{factor:.3f}", file=sys.stderr)
+    if factor < 1.0:
+        for key, value in scaled_schedule(cfg, factor).items():
+            print(f"train.{key}={value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

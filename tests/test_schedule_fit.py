@@ -1,0 +1,122 @@
+"""A training that fits a time budget (issue "The GPU step made sound", item 5): the schedule
+scaled from a measured rate, a deadline that still writes model.pt, and the glyph-only
+curriculum of a benchmark without bigram or sentence subsets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cashg.core.config.model import TrainConfig
+from cashg.training.schedules import (
+    ITERATION_FIELDS,
+    curriculum_stage,
+    fit_schedule,
+    projected_seconds,
+    scaled_schedule,
+    stage_iterations,
+    used_streams,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = TrainConfig(total_iters=5900, stage2_start=4200, stage3_start=5300, warmup_iters=40,
+                   stage_warmup_iters=10, vdl_sentence_warmup_start=5350,
+                   vdl_sentence_warmup_end=5500, lr_decay_start=5300, lr_decay_end=5900,
+                   eval_interval=1000, checkpoint_interval=500)
+
+
+def test_projection_counts_each_stage_at_its_own_rate():
+    assert stage_iterations(DEMO) == (4200, 1100, 600)
+    assert projected_seconds(DEMO, (0.1, 0.2, 0.5)) == pytest.approx(420 + 220 + 300)
+
+
+def test_a_scaled_schedule_keeps_the_curriculum_shape():
+    factor = fit_schedule(DEMO, (0.1, 0.2, 0.5), 470.0)
+    assert factor == pytest.approx(0.5)
+    cut = dataclasses.replace(DEMO, **scaled_schedule(DEMO, factor))
+    assert set(scaled_schedule(DEMO, factor)) == set(ITERATION_FIELDS)
+    assert (cut.total_iters, cut.stage2_start, cut.stage3_start) == (2950, 2100, 2650)
+    assert projected_seconds(cut, (0.1, 0.2, 0.5)) <= 470.0 + 0.5
+    for t in (0, 2099, 2100, 2649, 2650, 2949):  # the same stages at the same shares
+        assert curriculum_stage(t, cut) == curriculum_stage(round(t / factor), DEMO)
+    assert cut.lr_decay_end == cut.total_iters and cut.vdl_sentence_warmup_end < cut.total_iters
+    assert fit_schedule(DEMO, (0.01, 0.01, 0.01), 1e6) == 1.0  # it fits: unchanged
+    with pytest.raises(ValueError, match="> 0"):
+        fit_schedule(DEMO, (0.1, 0.1, 0.1), 0)
+
+
+def test_used_streams_leave_out_a_stream_no_stage_samples():
+    assert used_streams(DEMO) == ("char", "bigram", "sentence")
+    glyphs = dataclasses.replace(
+        DEMO, stage2=dataclasses.replace(DEMO.stage2, bigram=0.0),
+        stage3=dataclasses.replace(DEMO.stage3, bigram=0.0, sentence=0.0))
+    assert used_streams(glyphs) == ("char",)
+
+
+def test_a_glyph_benchmark_trains_on_its_glyphs_alone(tmp_path):
+    """sdt_glyph (char and style subsets only): its experiment's overrides zero the other
+    streams in every stage, so training reads no bigram or sentence file."""
+    from cashg.core.experiments import experiment_overrides
+    from cashg.core.params import load_params
+
+    params = load_params(REPO / "params.yaml")
+    assert not [o for o in experiment_overrides(params, "dsd") if ".bigram=" in o]
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    ex = yaml.safe_load((REPO / "params.examples" / "casia1.yaml").read_text())
+    raw.update(datasets=ex["datasets"], experiments=ex["experiments"], ablation=ex["ablation"],
+               baselines={})
+    raw["subsets"]["benchmarks"] = ex["subsets"]["benchmarks"]
+    raw["recognizer"]["benchmarks"], raw["new_text"]["experiments"] = [], {}
+    raw["collage"]["benchmarks"] = []
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    overrides = experiment_overrides(load_params(path), "sdt_glyph")
+    zeroed = {o for o in overrides if o.endswith("=0.0")}
+    assert zeroed == {f"train.stage{k}.{s}=0.0" for k in (1, 2, 3)
+                      for s in ("bigram", "sentence")}
+
+
+def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_path,
+                                                                   one_torch_thread):
+    """--deadline: the run stops at the end of the iteration the time runs out in, writes a
+    checkpoint and model.pt from those weights, says where it stopped; a rerun without it
+    resumes and finishes the schedule."""
+    import argparse
+
+    from cashg.training.cli import add_runtime_arguments, train_main
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["model"].update({"canine_hidden": 32, "canine_layers": 1, "canine_heads": 2,
+                            "canine_intermediate": 64, "canine_hash_buckets": 512,
+                            "code_table_size": 256, "code_dim": 8, "d_model": 32,
+                            "n_heads": 4, "ffn_dim": 64, "style_refs": 2,
+                            "style_cnn_width": 8, "supcon_dim": 16,
+                            "writer_decoder_layers": 1, "glyph_decoder_layers": 1,
+                            "n_mixtures": 3})
+    params["train"].update({"total_iters": 6, "stage2_start": 2, "stage3_start": 4,
+                            "vdl_sentence_warmup_start": 4, "vdl_sentence_warmup_end": 5,
+                            "lr_decay_start": 4, "lr_decay_end": 6, "eval_interval": 3,
+                            "checkpoint_interval": 3, "batch_char": 3, "batch_bigram": 3,
+                            "batch_sentence": 2, "sentence_accum": 1, "val_writers": 1,
+                            "sample_lines": 0})
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    out = tmp_path / "out"
+    args = parser.parse_args(["--device", "cpu", "--no-track", "--no-progress",
+                              "--deadline", "0"])
+    assert train_main(subsets, out, path, [], True, args) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["status"] == "deadline" and summary["iterations"] == 1
+    assert "at iteration 1 of 6 by --deadline 0 s" in summary["stopped"]
+    assert (out / "model.pt").is_file()
+    args = parser.parse_args(["--device", "cpu", "--no-track", "--no-progress"])
+    assert train_main(subsets, out, path, [], True, args) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 6
+    assert summary["resumed_from"] is not None and "stopped" not in summary
