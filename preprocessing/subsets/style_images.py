@@ -2,7 +2,8 @@
 
 The style encoder (paper Sec. 3.3, SDT-style CNN front-end) takes single-channel glyph images.
 Per writer, ``per_writer`` of its representative glyphs (``rank`` 0 of the char subset, one per
-character) are chosen with a generator seeded by ``(seed, crc32(writer))`` and rendered to
+character; ``glyphs: letters``: its letters first) are chosen with a generator seeded by
+``(seed, crc32(writer))`` and rendered to
 ``image_size`` x ``image_size`` uint8 images: background 0, ink up to 255 (anti-aliased lines
 of ``line_width`` pixels), strokes drawn point to point, no line across a pen lift (a point with
 ``PU`` or ``EOC`` ends its stroke; ``CURSIVE_EOC`` keeps the pen down), single-point strokes as
@@ -52,7 +53,15 @@ def build_style_table(char_table: SampleTable, cfg: StyleConfig, report: ReviewR
         k = min(cfg.per_writer, len(pool))
         if k < cfg.per_writer:
             report.warn("", writer, "fewer_glyphs_than_per_writer", f"{k} < {cfg.per_writer}")
-        chosen = np.sort(rng.choice(pool, size=k, replace=False))
+        if cfg.glyphs == "letters":  # letters first; other glyphs only to fill up
+            letters = np.array([i for i in pool if str(chars[i]).isalpha()], np.int64)
+            others = np.setdiff1d(pool, letters)
+            take = min(k, len(letters))
+            chosen = np.sort(np.concatenate([
+                rng.choice(letters, size=take, replace=False),
+                rng.choice(others, size=k - take, replace=False)]).astype(np.int64))
+        else:
+            chosen = np.sort(rng.choice(pool, size=k, replace=False))
         for i in chosen:
             sl = slice(int(offsets[i]), int(offsets[i + 1]))
             builder.add(writer, {"char": chars[i], "glyph_index": int(i)},

@@ -273,6 +273,9 @@ class StyleConfig:
 
     ``scale: glyph`` fits each glyph's bounding box (aspect kept); ``sentence`` draws at a fixed
     scale (1.0 sentence-height unit = the inner box) so glyph sizes stay comparable.
+    ``glyphs: letters`` draws the references from a writer's letters only (no punctuation
+    mark, digit or other sign: a '-' or '.' says little of a hand; a writer with fewer
+    letters than ``per_writer`` gets its other glyphs too); ``all`` from every glyph.
     """
 
     image_size: int = 64
@@ -280,6 +283,7 @@ class StyleConfig:
     margin: int = 4  # pixels left free on each side
     line_width: float = 2.0  # pixels; anti-aliased
     scale: Literal["glyph", "sentence"] = "glyph"
+    glyphs: Literal["all", "letters"] = "all"
     seed: int = 0
 
 
