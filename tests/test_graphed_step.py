@@ -213,3 +213,33 @@ def test_without_a_gpu_the_real_backend_fails_over_to_eager(subsets: Path, tmp_p
     with pytest.warns(RuntimeWarning, match="train.cuda_graphs: capturing the step failed"):
         _run(graphed, range(0, 2))
     assert not graphed.graphed.active
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a real capture needs a GPU")
+def test_a_capture_that_fails_inside_the_capture_leaves_the_stream_and_allocator_usable():
+    """A body that fails mid-capture (a host read is not allowed while a stream captures):
+    the error reaches the caller, the caller's stream is current again, and the shared pool
+    and side stream still capture and replay a body that works."""
+    from cashg.training.graphed import CudaGraphs
+
+    backend = CudaGraphs(warmup=1)
+    x = torch.ones(8, device="cuda")
+    capturing = [False]
+
+    def failing():
+        y = x * 2
+        if capturing[0]:
+            y.sum().item()  # a device-to-host read: forbidden inside a capture
+        capturing[0] = True  # the warm-up ran; the next call is the capture
+        return y
+
+    caller = torch.cuda.current_stream()
+    with pytest.raises(RuntimeError):
+        backend.capture(failing, lambda: None)
+    assert torch.cuda.current_stream() == caller
+    assert float((x + 1).sum()) == 16.0  # the stream and the allocator work eagerly
+    replay, out = backend.capture(lambda: x * 3, lambda: None)
+    x.fill_(2.0)
+    replay()
+    torch.cuda.synchronize()
+    assert out.tolist() == [6.0] * 8
