@@ -86,9 +86,10 @@ def describe_options(opts: SamplingOptions) -> str:
     default = SamplingOptions()
     parts = ["greedy"] if opts.greedy else [f"temperature {opts.temperature}",
                                             f"bias {opts.bias}"]
-    parts += [name for name in ("space_mode", "space_mean", "lift_mode") if getattr(opts, name)]
+    modes = ("space_mode", "space_mean", "lift_mode")  # named when on, in this order
+    parts += [name for name in modes if getattr(opts, name)]
     parts.append(f"seed {opts.seed}")
-    shown = {"greedy", "temperature", "bias", "space_mode", "space_mean", "lift_mode", "seed"}
+    shown = {"greedy", "temperature", "bias", "seed", *modes}
     for f in dataclasses.fields(SamplingOptions):
         value = getattr(opts, f.name)
         if f.name in shown or value == getattr(default, f.name):

@@ -441,14 +441,14 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if space_rows is not None or (opts.lift_mode and not opts.greedy):
             at_mode = torch.zeros_like(rows.live)
             if space_rows is not None:  # spaces at the mode: the gap without its short tail
-                at_mode = at_mode | space_rows[rows.ids, rows.char]
+                is_space = space_rows[rows.ids, rows.char]  # (W,)
+                at_mode = at_mode | is_space
             if opts.lift_mode and not opts.greedy:  # the jump after a pen lift at the mode
                 lp = last_pen[rows.ids]
                 at_mode = at_mode | (lp == PU) | (lp == EOC)
             mode, _ = choose_points(raw, model.head, GREEDY, None, pen_bias)
             if space_rows is not None and opts.space_mean:  # a space: the expected gap
-                is_space = space_rows[rows.ids, rows.char][:, None]
-                mode = torch.where(is_space, mixture_mean(raw, model.head), mode)
+                mode = torch.where(is_space[:, None], mixture_mean(raw, model.head), mode)
             delta = torch.where(at_mode[:, None], mode, delta)
         on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
         delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)
