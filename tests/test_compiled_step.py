@@ -9,6 +9,7 @@ gradient must agree. A compiler that fails makes the step fall back to eager wit
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import re
@@ -22,9 +23,8 @@ import torch._dynamo as dynamo
 from tiny_training import CFG, trainer_for
 
 from cashg.core.config.model import TrainConfig
-from cashg.model.batch import concat_batches
 from cashg.training.compiled import CompiledStep
-from cashg.training.packed import plan_step, step_losses
+from cashg.training.packed import step_inputs, step_losses
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -35,11 +35,9 @@ def test_the_step_traces_as_one_graph_without_breaks(subsets: Path, tmp_path, t)
     trainer = trainer_for(subsets, tmp_path, CFG)
     batches = trainer.source.iteration(t)
     micro = [(s, b) for s in ("char", "bigram", "sentence") for b in batches.get(s, [])]
-    batch = concat_batches([b for _, b in micro])
-    sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
-    streams = tuple(s for s, _ in micro)
-    use_vdl = tuple(s == "sentence" for s in streams)  # the sentence VDL is warming up at t 5
-    plan = plan_step(trainer.model, batch, list(sizes), list(use_vdl), CFG)
+    vdl = {"char": False, "bigram": False, "sentence": True}  # warming up at t 5
+    batch, plan, (sizes, use_vdl, streams) = step_inputs(trainer.model, micro, CFG,
+                                                         contextlib.nullcontext(), vdl)
 
     def step(batch, plan):
         return step_losses(trainer.model, batch, plan, sizes, use_vdl, streams, CFG)

@@ -30,8 +30,11 @@ class _ShiftedContext(nn.Module):
         super().__init__()
         self.text, self.shift = text, shift
 
-    def plan(self, codepoints, char_mask):
-        return self.text.plan(codepoints, char_mask)
+    def index_plan(self, codepoints, char_mask, unique_size=None):
+        return self.text.index_plan(codepoints, char_mask, unique_size)
+
+    def with_states(self, plan, codepoints, char_mask, device):
+        return self.text.with_states(plan, codepoints, char_mask, device)
 
     def forward(self, codepoints, char_mask, plan=None):
         identity, ctx = self.text(codepoints, char_mask, plan)

@@ -176,6 +176,36 @@ def test_a_resumed_graphed_run_pads_and_trains_as_the_uninterrupted_one(subsets:
                and r[k] != pytest.approx(v, rel=1e-4, abs=1e-6)}
         assert not off, (u["iteration"], off)
     assert full.shapes.sizes == second.shapes.sizes
+    # the runs built each replayed step's inputs during the step before it
+    assert full.built_ahead > 0 and second.built_ahead > 0
+
+
+def test_inputs_built_during_the_previous_step_train_as_inputs_built_at_their_step(
+        subsets: Path, tmp_path):
+    """:meth:`Trainer.run` builds a replayed step's host inputs while the previous step runs
+    (``upcoming``); nothing random is drawn there and the ladder grows as the step would
+    grow it, so the run is bit for bit the run that builds each step's inputs at its step."""
+    cfg = dataclasses.replace(CFG, cuda_graphs=True, total_iters=9, eval_interval=100,
+                              checkpoint_interval=100)
+    ahead = trainer_for(subsets, tmp_path / "ahead", cfg, keep_history=True)
+    ahead.graphed.backend = Rerun()
+    stepwise = trainer_for(subsets, tmp_path / "stepwise", cfg)
+    stepwise.graphed.backend = Rerun()
+    stepwise.model.load_state_dict(ahead.model.state_dict())
+    torch.manual_seed(5)
+    history = ahead.run().history
+    torch.manual_seed(5)
+    want = [stepwise.train_step(t, stepwise.source.iteration(t)) for t in range(9)]
+    # every replayed step that follows a replayed one (each stage's first step runs
+    # eagerly, and the step after it builds its own inputs)
+    assert ahead.built_ahead == ahead.graphed.stats.replays - 3 > 0
+    assert stepwise.built_ahead == 0
+    for h, w in zip(history, want):
+        assert {k: h[k] for k in w if k != "samples"} == \
+            {k: v for k, v in w.items() if k != "samples"}, h["iteration"]
+    for (n, a), b in zip(ahead.model.named_parameters(), stepwise.model.parameters()):
+        assert torch.equal(a, b), n
+    assert ahead.shapes.sizes == stepwise.shapes.sizes
 
 
 def test_tensor_trees_round_trip_and_sign_by_shape():

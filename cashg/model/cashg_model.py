@@ -9,7 +9,7 @@ Autoregressive sampling lives in :mod:`cashg.generation.sampling`. Nothing here 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -120,22 +120,53 @@ class CASHG(nn.Module):
              reference: bool = False, windows: torch.Tensor | None = None) -> ForwardPlan:
         """What :meth:`forward` derives from the batch's masks (:mod:`cashg.model.plan`), for
         the same arguments: computed before a compiled step, so the step has no
-        data-dependent shapes and no host synchronisation."""
+        data-dependent shapes and no host synchronisation. :meth:`index_plan` then
+        :meth:`with_states`, where the batch is."""
+        return self.with_states(self.index_plan(batch, targets_only, reference, windows),
+                                batch, batch.pen.device)
+
+    def index_plan(self, batch: CharSequenceBatch, targets_only: bool = False,
+                   reference: bool = False, windows: torch.Tensor | None = None) -> ForwardPlan:
+        """:meth:`plan` without the frozen text states (the plan's text part holds its
+        indices only): tensor arithmetic on the batch's masks and code points, where the
+        batch is. A training step builds it from the host batch (no host synchronisation,
+        no device work) and moves it in one pinned copy (:func:`cashg.training.packed.
+        step_inputs`)."""
         only = None if reference else (batch.target_mask if targets_only else windows)
         win = WindowPlan.of(batch.point_mask.sum(-1), batch.char_mask, batch.pen.shape[-1],
                             only, self.cfg.bi_swt)
         return ForwardPlan(win, None if reference else Packing.of(win.valid),
-                           self.text.plan(batch.codepoints, batch.char_mask))
+                           self.text.index_plan(batch.codepoints, batch.char_mask))
+
+    def with_states(self, plan: ForwardPlan, batch: CharSequenceBatch,
+                    device: torch.device | str) -> ForwardPlan:
+        """``plan`` with the frozen text backbone's states on ``device`` (from its caches,
+        keyed by the batch's code points: a host batch costs no synchronisation)."""
+        if plan.text is None or plan.text.identity_states is not None:
+            return plan
+        return replace(plan, text=self.text.with_states(plan.text, batch.codepoints,
+                                                        batch.char_mask, device))
 
     def static_plan(self, batch: CharSequenceBatch, groups: Sequence[int], windows: torch.Tensor,
                     fit: Callable[[str, int], int]) -> ForwardPlan:
-        """:meth:`plan` of ``windows`` (B, S) with every size a function of the batch's shape
-        (B, S, T) and of sizes ``fit(name, n)`` gives for counts ``n`` (>= n, from a few
+        """:meth:`static_index_plan` with the text states (:meth:`with_states`) and the
+        glyph views drawn, where the batch is."""
+        plan = self.static_index_plan(batch, windows, fit)
+        plan = replace(plan, views=self.style.draw_views(groups, batch.pen.device))
+        return self.with_states(plan, batch, batch.pen.device)
+
+    def static_index_plan(self, batch: CharSequenceBatch, windows: torch.Tensor,
+                          fit: Callable[[str, int], int]) -> ForwardPlan:
+        """:meth:`index_plan` of ``windows`` (B, S) with every size a function of the batch's
+        shape (B, S, T) and of sizes ``fit(name, n)`` gives for counts ``n`` (>= n, from a few
         values: :class:`~cashg.model.static_shapes.ShapeLadder`) (:mod:`cashg.model.
         static_shapes`): the windows in :data:`~cashg.model.static_shapes.LENGTH_CLASSES`, each
         class padded with dummy windows (``"W<c>"``) and run by the padded decoder at its own
-        length (the classes' bounds; the last ``"L"``); the text states of ``"U"`` code points;
-        the glyph views drawn. The dummy windows' predictions are dropped."""
+        length (the classes' bounds; the last ``"L"``); the text indices of ``"U"`` code
+        points. No random draw: the glyph views are drawn when the plan is placed
+        (:meth:`static_plan`, :func:`cashg.training.packed.place`), so that a plan built
+        ahead of its step draws them in the step's order. The dummy windows' predictions
+        are dropped."""
         b, s, t = batch.pen.shape
         n_pts = batch.point_mask.sum(-1)
         longest = fit("L", longest_window(n_pts, windows, self.cfg.bi_swt))
@@ -148,9 +179,10 @@ class CASHG(nn.Module):
             classes.append(win.take(rows, high).padded(fit(f"W{c}", len(rows)), b * s, t))
             low = high
         n_codes = int(torch.unique(batch.codepoints[batch.char_mask]).numel())
-        return ForwardPlan(classes[0], None, self.text.plan(batch.codepoints, batch.char_mask,
-                                                            fit("U", n_codes)),
-                           self.style.draw_views(groups, batch.pen.device), tuple(classes))
+        return ForwardPlan(classes[0], None,
+                           self.text.index_plan(batch.codepoints, batch.char_mask,
+                                                fit("U", n_codes)),
+                           None, tuple(classes))
 
     def forward(self, batch: CharSequenceBatch, return_gates: bool = False,
                 targets_only: bool = False, reference: bool = False,
@@ -169,6 +201,8 @@ class CASHG(nn.Module):
         b, s, t = batch.pen.shape
         if plan is None:
             plan = self.plan(batch, targets_only, reference, windows)
+        else:  # an index plan (no text states yet): looked up here, where the batch is
+            plan = self.with_states(plan, batch, batch.pen.device)
         style = self.style(batch.style_images, groups, plan.views)
         identity, ctx = self.text(batch.codepoints, batch.char_mask, plan.text)
         points = self.decoder.embed_chars(batch.deltas, batch.pen,

@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
+from cashg.model.device import host_to
+
 
 class RowCache:
     """Rows of fixed shape by hashable key, in one table (so a lookup is one index_select).
@@ -43,7 +45,7 @@ class RowCache:
             missing = list(dict.fromkeys(keys))
         for k in missing:
             self._append(k, compute(k).detach())
-        idx = torch.tensor([self.index[k] for k in keys], device=self.table.device)
+        idx = host_to(torch.tensor([self.index[k] for k in keys]), self.table.device)
         return self.table.index_select(0, idx)
 
     def _append(self, key: Hashable, row: torch.Tensor) -> None:

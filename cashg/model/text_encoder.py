@@ -29,6 +29,7 @@ from torch import nn
 from transformers import CanineConfig, CanineModel
 
 from cashg.core.config.model import ModelConfig
+from cashg.model.device import host_to
 from cashg.model.frozen_cache import RowCache
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,9 @@ class TextPlan:
     (:mod:`cashg.model.plan`): ``unique`` (U,) the batch's code points, ``rows`` (K,) the
     flat (B*S) position of each valid character, ``inverse`` (K,) its code point's index in
     ``unique``, ``identity_states`` (U, Hb) each code point's states encoded alone,
-    ``char_states`` (B, S, Hb) each sentence's (None when the context path is off)."""
+    ``char_states`` (B, S, Hb) each sentence's (None when the context path is off). An
+    index plan (:meth:`CharacterContextEncoder.index_plan`, built on the host) has no states
+    yet: both None until :meth:`CharacterContextEncoder.with_states`."""
 
     unique: torch.Tensor
     rows: torch.Tensor
@@ -183,16 +186,21 @@ class CharacterContextEncoder(nn.Module):
     def _encode_alone(self, codes: list[int], device: torch.device) -> torch.Tensor:
         """(n + 2, Hb) backbone states of ``[CLS] codes [SEP]`` encoded as a batch of one (the
         cached values: independent of any other text)."""
-        ids = torch.tensor([[CLS_CODEPOINT, *codes, SEP_CODEPOINT]], device=device)
+        ids = host_to(torch.tensor([[CLS_CODEPOINT, *codes, SEP_CODEPOINT]]), device)
         return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool))[0]
 
-    def identity_states(self, unique: torch.Tensor) -> torch.Tensor:
+    def identity_states(self, unique: torch.Tensor,
+                        device: torch.device | None = None) -> torch.Tensor:
         """(U, Hb) mean-pooled backbone states of each code point of ``unique`` (U,) encoded
-        alone (``[CLS] u [SEP]``)."""
+        alone (``[CLS] u [SEP]``), on ``device`` (default: ``unique``'s). A frozen
+        backbone's come from the cache, keyed by ``unique``'s values: a host ``unique``
+        reads them without a host synchronisation (:meth:`with_states`)."""
+        device = unique.device if device is None else torch.device(device)
         caches = self._caches()
         if caches is not None:
             return caches[0].rows(unique.tolist(),
-                                  lambda code: self._encode_alone([code], unique.device).mean(0))
+                                  lambda code: self._encode_alone([code], device).mean(0))
+        unique = host_to(unique, device)
         ids = torch.stack(
             [torch.full_like(unique, CLS_CODEPOINT), unique, torch.full_like(unique, SEP_CODEPOINT)],
             dim=1,
@@ -205,30 +213,42 @@ class CharacterContextEncoder(nn.Module):
         look-ups (:mod:`cashg.model.plan`); None for a trained backbone, whose states must be
         computed inside the forward (they need gradients). ``unique_size``: a static-shape
         plan, its code points padded to that many (repeating the last) and its rows every
-        position of the batch (the padding's identity multiplied by 0: the same values)."""
+        position of the batch (the padding's identity multiplied by 0: the same values).
+        :meth:`index_plan` then :meth:`with_states`, on the batch's device."""
+        plan = self.index_plan(codepoints, char_mask, unique_size)
+        return None if plan is None else self.with_states(plan, codepoints, char_mask,
+                                                          codepoints.device)
+
+    def index_plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                   unique_size: int | None = None) -> TextPlan | None:
+        """The index part of :meth:`plan` (``unique``, ``rows``, ``inverse``, ``valid``; no
+        states), computed where the batch is: on the host for a training step, so that
+        ``unique`` / ``nonzero`` cost no host synchronisation (issue: the GPU step)."""
         if not self.frozen:
             return None
-        if unique_size is not None:
-            return self._static_plan(codepoints, char_mask, unique_size)
-        unique, rows, inverse = self._unique_codes(codepoints, char_mask)
-        states = self.identity_states(unique) if len(unique) else \
-            self.f_id[0].weight.new_zeros(0, self.backbone.config.hidden_size)
-        chars = self.char_states(codepoints, char_mask) if self.context_used else None
-        return TextPlan(unique, rows, inverse, states, chars)
-
-    def _static_plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
-                     unique_size: int) -> TextPlan:
         valid = char_mask.reshape(-1)
         unique, inverse = torch.unique(codepoints.reshape(-1)[valid], return_inverse=True)
+        if unique_size is None:
+            return TextPlan(unique, valid.nonzero().squeeze(1), inverse, None, None)
         if len(unique) == 0 or len(unique) > unique_size:
             raise ValueError(f"a static text plan of {unique_size} code points for a batch of "
                              f"{len(unique)} distinct ones")
         unique = torch.cat([unique, unique[-1:].expand(unique_size - len(unique))])
         every = torch.zeros_like(codepoints.reshape(-1))  # padding -> code point 0's row
         every[valid] = inverse
-        chars = self.char_states(codepoints, char_mask) if self.context_used else None
-        return TextPlan(unique, torch.arange(len(every), device=every.device), every,
-                        self.identity_states(unique), chars, valid.to(torch.float32))
+        return TextPlan(unique, torch.arange(len(every), device=every.device), every, None,
+                        None, valid.to(torch.float32))
+
+    def with_states(self, plan: TextPlan, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                    device: torch.device | str) -> TextPlan:
+        """``plan`` (its index tensors already where the forward runs) with the frozen
+        backbone's states on ``device``: each code point's, and each text's when the
+        context path is used. ``codepoints`` / ``char_mask`` (B, S) and ``plan.unique``
+        are read for the cache's keys: host tensors cost no synchronisation."""
+        states = (self.identity_states(plan.unique, device) if len(plan.unique) else
+                  self.f_id[0].weight.new_zeros(0, self.backbone.config.hidden_size))
+        chars = self.char_states(codepoints, char_mask, device) if self.context_used else None
+        return TextPlan(plan.unique, plan.rows, plan.inverse, states, chars, plan.valid)
 
     @staticmethod
     def _unique_codes(codepoints: torch.Tensor, char_mask: torch.Tensor):
@@ -263,59 +283,66 @@ class CharacterContextEncoder(nn.Module):
             values = values * plan.valid[:, None].to(values.dtype)
         return out.index_put((rows,), values.to(out.dtype)).view(b, s, d)
 
-    def char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
+    def char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                    device: torch.device | str | None = None) -> torch.Tensor:
         """(B, S, Hb) backbone states of each sentence's characters (``[CLS] text [SEP]``,
-        the markers dropped). A frozen backbone's states of the texts of at most
-        ``CACHED_TEXT_CHARS`` characters (the char and bigram streams) come from the cache,
-        the longer texts are encoded together."""
+        the markers dropped), on ``device`` (default: the batch's). A frozen backbone's
+        states of the texts of at most ``CACHED_TEXT_CHARS`` characters (the char and
+        bigram streams) come from the cache, the longer texts are encoded together. The
+        lengths and cache keys are read from ``codepoints`` / ``char_mask``: host tensors
+        cost no synchronisation."""
+        device = codepoints.device if device is None else torch.device(device)
+        lengths = char_mask.sum(1).tolist()
         caches = self._caches()
         if caches is None:
-            return self._batched_char_states(codepoints, char_mask)
+            return self._batched_char_states(codepoints, char_mask, lengths, device)
         b, s = codepoints.shape
-        lengths = char_mask.sum(1).tolist()
         short = [i for i, n in enumerate(lengths) if n <= CACHED_TEXT_CHARS]
         if not short:
-            return self._batched_char_states(codepoints, char_mask)
+            return self._batched_char_states(codepoints, char_mask, lengths, device)
         codes = codepoints.tolist()
 
         def one(text: tuple) -> torch.Tensor:
-            states = self._encode_alone(list(text), codepoints.device)[1:-1]  # markers dropped
+            states = self._encode_alone(list(text), device)[1:-1]  # markers dropped
             return nn.functional.pad(states, (0, 0, 0, CACHED_TEXT_CHARS - len(text)))
 
         cached = caches[1].rows([tuple(codes[i][:lengths[i]]) for i in short], one)  # (K, 2, Hb)
         cached = nn.functional.pad(cached, (0, 0, 0, max(0, s - CACHED_TEXT_CHARS)))[:, :s]
         if len(short) == b:
             return cached
-        long = torch.tensor([i for i in range(b) if lengths[i] > CACHED_TEXT_CHARS],
-                            device=codepoints.device)
+        long = [i for i in range(b) if lengths[i] > CACHED_TEXT_CHARS]
+        rows = torch.tensor(long, device=codepoints.device)
         out = cached.new_zeros((b, s, cached.shape[-1]))
-        out[torch.tensor(short, device=codepoints.device)] = cached
-        out[long] = self._batched_char_states(codepoints[long], char_mask[long]).to(out.dtype)
+        out[host_to(torch.tensor(short), device)] = cached
+        out[host_to(torch.tensor(long), device)] = self._batched_char_states(
+            codepoints[rows], char_mask[rows], [lengths[i] for i in long], device).to(out.dtype)
         return out
 
-    def _batched_char_states(self, codepoints: torch.Tensor,
-                             char_mask: torch.Tensor) -> torch.Tensor:
-        """(B, S, Hb) states of texts of any length, each encoded with the padding it would
-        get alone. CANINE's states near a text's end depend on how far the padding goes
-        beyond its last molecule (the molecule after it enters the final convolution): one
-        sentence padded to its batch's longest got other context vectors than alone (up to
-        2.8 in the demo model). So texts are encoded in groups of equal padded length."""
-        lengths = char_mask.sum(1).tolist()
+    def _batched_char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                             lengths: list[int], device: torch.device) -> torch.Tensor:
+        """(B, S, Hb) states of texts of any length (``lengths`` their characters), each
+        encoded with the padding it would get alone, on ``device``. CANINE's states near a
+        text's end depend on how far the padding goes beyond its last molecule (the
+        molecule after it enters the final convolution): one sentence padded to its batch's
+        longest got other context vectors than alone (up to 2.8 in the demo model). So
+        texts are encoded in groups of equal padded length."""
         padded = [-(-(n + 2) // self.rate) * self.rate for n in lengths]
         b, s = codepoints.shape
         if len(set(padded)) == 1:
             width = max(lengths)
-            states = self._encode_texts(codepoints[:, :width], char_mask[:, :width])
+            states = self._encode_texts(host_to(codepoints[:, :width], device),
+                                        host_to(char_mask[:, :width], device))
             return nn.functional.pad(states, (0, 0, 0, s - width))
         out = None
         for size in sorted(set(padded)):
             rows = [i for i, p in enumerate(padded) if p == size]
             width = max(lengths[i] for i in rows)
-            idx = torch.tensor(rows, device=codepoints.device)
-            states = self._encode_texts(codepoints[idx, :width], char_mask[idx, :width])
+            idx = torch.tensor(rows)
+            states = self._encode_texts(host_to(codepoints[idx, :width], device),
+                                        host_to(char_mask[idx, :width], device))
             if out is None:
                 out = states.new_zeros((b, s, states.shape[-1]))
-            out[idx, :width] = states
+            out[host_to(idx, device), :width] = states
         return out
 
     def _encode_texts(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -32,9 +32,11 @@ from cashg.losses import (
     space_gap_points,
 )
 from cashg.model.batch import CharSequenceBatch, concat_batches, pad_batch
+from cashg.model.device import host_to
 from cashg.model.gmm_head import MixtureParams
 from cashg.model.plan import ForwardPlan
 from cashg.model.static_shapes import ShapeLadder
+from cashg.training.tensor_tree import leaves, rebuild
 
 
 def float_params(p: MixtureParams) -> MixtureParams:
@@ -69,7 +71,9 @@ class StepPlan:
 
 def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int],
               use_vdl: list[bool], cfg: TrainConfig) -> StepPlan:
-    """The :class:`StepPlan` of a packed batch of micro-batches of ``sizes`` samples."""
+    """The :class:`StepPlan` of a packed batch of micro-batches of ``sizes`` samples, where
+    the batch is: from a host batch, every index on the host and the frozen text states
+    not yet looked up (:func:`step_inputs` moves the plan and looks them up)."""
     net = getattr(model, "module", model)  # DDP wraps the model
     dev = batch.pen.device
     s, t = batch.pen.shape[1:]
@@ -88,7 +92,7 @@ def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int]
                   & batch.target_mask[:, 1:] & vdl_sample[:, None])
         bound_rows = flat_rows(bounds)
         bound_group = sample_group[bound_rows // (s - 1)]
-    return StepPlan(net.plan(batch, windows=windows), sample_group, rows,
+    return StepPlan(net.index_plan(batch, windows=windows), sample_group, rows,
                     sample_group[rows // (s * t)], x_only, bound_rows, bound_group)
 
 
@@ -98,7 +102,7 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
     """The batch padded to its stage's sizes on ``ladder`` (characters, points per character,
     distinct code points, decoder windows per length class, the longest window) and its
     :class:`StepPlan` of static sizes (``padded``): every tensor's shape a function of those
-    (:mod:`cashg.model.static_shapes`)."""
+    (:mod:`cashg.model.static_shapes`). Where the batch is, as :func:`plan_step`."""
     net = getattr(model, "module", model)  # DDP wraps the model
     b, s0, t0 = batch.pen.shape
     s = ladder.fit(f"{stage}/S", max(s0, 2))  # S >= 2: a (B, S-1) boundary grid of one row
@@ -128,7 +132,7 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
         bound_rows = torch.arange(b * (s - 1), device=dev)
         bound_group = torch.where(bounds, sample_group[:, None], dropped[:, None]).reshape(-1)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])  # as plan_step's
-    forward = net.static_plan(batch, sizes, windows,
+    forward = net.static_index_plan(batch, windows,
                               lambda name, n: ladder.fit(f"{stage}/{name}", n))
     return batch, StepPlan(forward, sample_group, point_rows, point_group, x_only, bound_rows,
                            bound_group, padded=True)
@@ -196,15 +200,50 @@ def step_inputs(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch
                 vdl: dict[str, bool], shapes: tuple[ShapeLadder, int] | None = None
                 ) -> tuple[CharSequenceBatch, StepPlan, StepKey]:
     """The joined batch, its plan and ``(sizes, use_vdl, streams)`` of a step's micro-batches
-    (the arguments of :func:`step_losses` after the model)."""
+    (the arguments of :func:`step_losses` after the model), on the model's device.
+
+    The micro-batches come as the data pipeline made them, on the host: the batch is joined
+    and padded and its whole plan built there (:func:`host_step_inputs`), so that no index
+    set costs a host synchronisation, then both move in pinned memory with non-blocking
+    copies (:func:`place`)."""
+    batch, plan, key = host_step_inputs(model, micro, cfg, vdl, shapes)
+    device = next(model.parameters()).device
+    with amp:
+        batch, plan = place(model, batch, plan, key[0], device)
+    return batch, plan, key
+
+
+def host_step_inputs(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
+                     cfg: TrainConfig, vdl: dict[str, bool],
+                     shapes: tuple[ShapeLadder, int] | None = None
+                     ) -> tuple[CharSequenceBatch, StepPlan, StepKey]:
+    """:func:`step_inputs` before it moves anything: the joined batch and its plan where the
+    micro-batches are (the host), the frozen text states not looked up. Reads the model's
+    configuration only (tests/test_host_plan.py builds it with the model on ``meta``)."""
     batch = concat_batches([b for _, b in micro])
     sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
     streams = tuple(s for s, _ in micro)
     use_vdl = tuple(vdl[s] and s != "char" for s in streams)
-    with amp:
-        if shapes is None:
-            plan = plan_step(model, batch, list(sizes), list(use_vdl), cfg)
-        else:
-            batch, plan = static_step_inputs(model, batch, list(sizes), list(use_vdl), cfg,
-                                             *shapes)
+    if shapes is None:
+        plan = plan_step(model, batch, list(sizes), list(use_vdl), cfg)
+    else:
+        batch, plan = static_step_inputs(model, batch, list(sizes), list(use_vdl), cfg,
+                                         *shapes)
     return batch, plan, (sizes, use_vdl, streams)
+
+
+def place(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
+          sizes: tuple[int, ...], device: torch.device) -> tuple[CharSequenceBatch, StepPlan]:
+    """A host batch of micro-batches of ``sizes`` samples and its plan on ``device``: a
+    static-shape plan's glyph views drawn (on the host, the step's one random draw before
+    its forward), the frozen text states looked up in the model's caches (keyed by the
+    host code points; :meth:`~cashg.model.cashg_model.CASHG.with_states`), every other
+    tensor copied through pinned memory without blocking (:func:`~cashg.model.device.
+    host_to`; on the CPU, the same tensors)."""
+    net = getattr(model, "module", model)  # DDP wraps the model
+    forward = plan.forward
+    if forward.classes and forward.views is None:
+        forward = replace(forward, views=net.style.draw_views(list(sizes), batch.pen.device))
+    plan = replace(plan, forward=net.with_states(forward, batch, device))
+    moved = rebuild((batch, plan), [host_to(x, device) for x in leaves((batch, plan))])
+    return moved

@@ -44,7 +44,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +78,13 @@ from cashg.training.flat_params import (
 )
 from cashg.training.graphed import GraphedStep
 from cashg.training.init import data_scaled_init, jump_scale, offset_scale, position_scale
-from cashg.training.packed import float_params, packed_losses, step_inputs, step_losses
+from cashg.training.packed import (
+    float_params,
+    host_step_inputs,
+    packed_losses,
+    place,
+    step_losses,
+)
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -288,6 +294,10 @@ class Trainer:
         self.window: dict[str, list[float]] = defaultdict(list)  # metrics of the open interval
         self._stop_signal = False
         self.loss_hook: Callable[[int, str, dict], dict] | None = None  # tests
+        # a replayed step's next inputs, built on the host while the device runs this step
+        # (iteration, (batch, plan, key) on the host, capture epoch); see _build_ahead
+        self._ahead: tuple | None = None
+        self.built_ahead = 0  # steps whose inputs were built during the previous step
 
     def _warmup_state(self) -> tuple:
         """What a capture's warm-up runs change besides gradients: BatchNorm statistics and
@@ -401,15 +411,18 @@ class Trainer:
             ck.atomic_save(self.run_dir / "best.pt", self.model, self.model_cfg, extra)
 
     # ------------------------------------------------------------------ one iteration
-    def train_step(self, t: int, batches: dict[str, list[CharSequenceBatch]]) -> dict:
-        """Run iteration ``t``; returns its scalar metrics (``skipped`` = 1 when not applied)."""
+    def train_step(self, t: int, batches: dict[str, list[CharSequenceBatch]],
+                   upcoming: Callable[[], tuple[int, dict] | None] | None = None) -> dict:
+        """Run iteration ``t``; returns its scalar metrics (``skipped`` = 1 when not applied).
+        ``upcoming``: fetches the next iteration's ``(t, batches)`` (None at the end); a
+        replayed step then builds that step's inputs on the host while the device runs
+        this one, before it waits for this step's values (:meth:`_build_ahead`)."""
         cfg = self.cfg
         for g in self.opt.param_groups:
             g["lr"] = learning_rate(t, cfg)
-        active = [s for s in STREAMS if batches.get(s)]
-        micro = [(s, b.to(self.device)) for s in active for b in batches[s]]
-        weights = loss_weights(t, cfg, [s for s, _ in micro])  # (M, 3) on the host
-        vdl_on = {s: bool(weights[i, 1] > 0) for i, (s, _) in enumerate(micro)}
+        # the micro-batches stay on the host: the step's plan is built there and moves with
+        # them in one pinned, non-blocking copy (cashg.training.packed.step_inputs)
+        micro, weights, vdl_on = self._micro(t, batches)
         if self.device.type == "cuda":  # one asynchronous copy
             weights = weights.pin_memory()
         coef = weights.to(self.device, non_blocking=True)
@@ -423,13 +436,22 @@ class Trainer:
         # step (padding would only cost time)
         padded = self.shapes is not None and (self.graphed is None or self.graphed.active)
         shapes = (self.shapes, stage) if padded else None
+        ahead, self._ahead = self._ahead, None
         if self.graphed is not None and self.graphed.active and watch is None:
-            batch, plan, key = step_inputs(net, micro, cfg, self.amp, vdl_on, shapes)
-            # a step padded to grown sizes never meets the captures of the old ones again
-            epoch = (stage, self.shapes.stage_sizes(stage))
+            if ahead is not None and ahead[0] == t:
+                (batch, plan, key), epoch = ahead[1], ahead[2]
+                self.built_ahead += 1
+            else:
+                batch, plan, key = host_step_inputs(net, micro, cfg, vdl_on, shapes)
+                # a step padded to grown sizes never meets the captures of the old ones again
+                epoch = (stage, self.shapes.stage_sizes(stage))
+            with self.amp:
+                batch, plan = place(net, batch, plan, key[0], self.device)
             out = self.graphed(batch, plan, key, coef, epoch=epoch)  # (K,) see _graph_body
             sums = dict(zip(["train/total", *logged_names(*key[1:])], out[:-1]))
             grad_norm = out[-1]
+            if upcoming is not None and self.graphed.active:
+                self._build_ahead(upcoming)
         else:
             sums, grad_norm = self._eager_step(t, net, micro, coef, vdl_on, shapes, watch,
                                                stage)
@@ -455,6 +477,34 @@ class Trainer:
                     "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),
                     "samples": n_samples * self.dist.world})
         return out
+
+    def _micro(self, t: int, batches: dict[str, list[CharSequenceBatch]]
+               ) -> tuple[list[tuple[str, CharSequenceBatch]], torch.Tensor, dict[str, bool]]:
+        """Iteration ``t``'s micro-batches ``(stream, batch)`` in stream order, their (M, 3)
+        loss weights on the host (:func:`loss_weights`) and which streams have a VDL."""
+        micro = [(s, b) for s in STREAMS if batches.get(s) for b in batches[s]]
+        weights = loss_weights(t, self.cfg, [s for s, _ in micro])  # (M, 3) on the host
+        return micro, weights, {s: bool(weights[i, 1] > 0) for i, (s, _) in enumerate(micro)}
+
+    def _build_ahead(self, upcoming: Callable[[], tuple[int, dict] | None]) -> None:
+        """The next step's inputs built on the host (joined, padded, planned:
+        :func:`~cashg.training.packed.host_step_inputs`) while the device still runs the
+        step just replayed, so that the host's share of a step overlaps the device's.
+        Nothing random is drawn here (the glyph views are drawn when the inputs are placed),
+        and the shape ladder grows as the next step would grow it: a run is the same with
+        or without it, and a checkpoint taken now resumes exactly. Only for a step that
+        will replay (not the first of a stage, which runs eagerly)."""
+        nxt = upcoming()
+        if nxt is None:
+            return
+        t, batches = nxt
+        stage = curriculum_stage(t, self.cfg)
+        if stage not in self.checked_stages:
+            return
+        micro, _, vdl_on = self._micro(t, batches)
+        net = self.ddp if self.ddp is not None else self.model
+        inputs = host_step_inputs(net, micro, self.cfg, vdl_on, (self.shapes, stage))
+        self._ahead = (t, inputs, (stage, self.shapes.stage_sizes(stage)))
 
     def _eager_step(self, t, net, micro, coef, vdl_on, shapes, watch, stage
                     ) -> tuple[dict, torch.Tensor]:
@@ -585,8 +635,9 @@ class Trainer:
             bar = tqdm(total=cfg.total_iters, initial=start, desc="train", unit="it",
                        file=sys.stderr, mininterval=2.0)
         try:
-            for t, batches in iteration_loader(self.source, start, cfg.total_iters, opts.workers):
-                m = self.train_step(t, batches)
+            for t, batches, upcoming in _with_upcoming(
+                    iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
+                m = self.train_step(t, batches, upcoming)
                 self.iteration = t + 1
                 samples += m.pop("samples")
                 if opts.keep_history:
@@ -655,3 +706,22 @@ class Trainer:
                 signal.signal(signal.SIGTERM, old_handler)
         return TrainResult(status, self.iteration, self.run_dir, self.best_val, history, last,
                            time.perf_counter() - t0, self.hash)
+
+
+def _with_upcoming(loader: Iterable[tuple[int, dict]]
+                   ) -> Iterator[tuple[int, dict, Callable[[], tuple[int, dict] | None]]]:
+    """``(t, batches, upcoming)`` for each item of ``loader``: ``upcoming()`` fetches the
+    next item early (None after the last), so that a step can prepare it while the device
+    runs (:meth:`Trainer.train_step`); the loop then gets that same item next."""
+    it = iter(loader)
+    item = next(it, None)
+    while item is not None:
+        fetched: list = []
+
+        def upcoming(fetched: list = fetched) -> tuple[int, dict] | None:
+            if not fetched:
+                fetched.append(next(it, None))
+            return fetched[0]
+
+        yield item[0], item[1], upcoming
+        item = fetched[0] if fetched else next(it, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -25,8 +26,7 @@ import torch._dynamo as dynamo
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
 
-from cashg.model.batch import concat_batches  # noqa: E402
-from cashg.training.packed import plan_step, step_losses  # noqa: E402
+from cashg.training.packed import step_inputs, step_losses  # noqa: E402
 from cashg.training.schedules import stage_start, vdl_weights  # noqa: E402
 
 
@@ -45,11 +45,8 @@ def main() -> None:
     vdl_bi, vdl_sent = vdl_weights(t, cfg)
     vdl = {"char": False, "bigram": vdl_bi > 0, "sentence": vdl_sent > 0}
 
-    batch = concat_batches([b for _, b in micro])
-    sizes = tuple(int(b.writer_ids.shape[0]) for _, b in micro)
-    streams = tuple(s for s, _ in micro)
-    use_vdl = tuple(vdl[s] and s != "char" for s in streams)
-    plan = plan_step(trainer.model, batch, list(sizes), list(use_vdl), cfg)
+    batch, plan, (sizes, use_vdl, streams) = step_inputs(trainer.model, micro, cfg,
+                                                         contextlib.nullcontext(), vdl)
 
     def step(batch, plan) -> torch.Tensor:
         losses = step_losses(trainer.model, batch, plan, sizes, use_vdl, streams, cfg)
