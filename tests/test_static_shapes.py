@@ -114,6 +114,8 @@ def test_sizes_only_grow_and_stay_within_half_again():
     ladder = ShapeLadder()
     assert [ladder.fit("3/T", n) for n in (20, 9, 30, 25, 40)] == [24, 24, 32, 32, 48]
     assert ladder.fit("1/T", 9) == 12  # each name its own size
+    # a count that has only been 0 stays 0 (a length class not run); once grown, it stays
+    assert [ladder.fit("3/W2", n) for n in (0, 0, 3, 0)] == [0, 0, 3, 3]
 
 
 def test_pad_batch_pads_with_invalid_entries_and_refuses_to_shrink(subsets: Path, tmp_path):
@@ -156,18 +158,40 @@ def test_length_classes_hold_every_window_once_within_their_length(subsets: Path
     micro = [b for s in ("char", "bigram", "sentence") for b in trainer.source.iteration(5)[s]]
     batch = concat_batches(micro)
     sizes = [int(b.writer_ids.shape[0]) for b in micro]
+    ladder = ShapeLadder()
     padded, plan = static_step_inputs(trainer.model, batch, sizes, [False, True, True, True],
-                                      CFG, ShapeLadder(), 3)
+                                      CFG, ladder, 3)
     classes = plan.forward.classes
-    assert len(classes) == len(LENGTH_CLASSES) + 1 and plan.forward.windows is classes[0]
+    # one class per length range that holds a window (so far in the stage), in order
+    bounds = (*LENGTH_CLASSES, ladder.sizes["3/L"])
+    reached = [c for c in range(len(bounds)) if ladder.sizes[f"3/W{c}"] > 0]
+    assert len(classes) == len(reached) >= 1 and plan.forward.windows is classes[0]
     b, s = padded.char_mask.shape
     targets = torch.cat([c.target for c in classes])
     real = targets[targets < b * s]
     want = (padded.char_mask & (padded.target_mask | torch.tensor(
         [False] * sizes[0] + [True] * (len(padded.pen) - sizes[0]))[:, None])).reshape(-1)
     assert sorted(real.tolist()) == want.nonzero().squeeze(1).tolist()  # each window once
-    low = 0
-    for c, bound in zip(classes, LENGTH_CLASSES):
+    for c, k in zip(classes, reached):
+        low, bound = (bounds[k - 1] if k else 0), min(bounds[k], bounds[-1])
         n = c.valid.sum(1)[c.target < b * s]
         assert c.valid.shape[1] <= bound and bool(((n > low) & (n <= bound)).all())
-        low = bound
+
+
+def test_a_length_class_no_window_has_reached_costs_no_decoder_call(subsets: Path, tmp_path):
+    """Glyph windows are short: a stage-1 step runs the decoder on the first length class
+    only, until a window of another class comes (the ladder then keeps that class)."""
+    from cashg.model.batch import concat_batches
+
+    trainer = trainer_for(subsets, tmp_path, dataclasses.replace(CFG, static_shapes=True))
+    batch = concat_batches(trainer.source.iteration(0)["char"])
+    sizes = [int(batch.writer_ids.shape[0])]
+    ladder = ShapeLadder()
+    _, plan = static_step_inputs(trainer.model, batch, sizes, [False], CFG, ladder, 1)
+    longest = int(plan.forward.windows.valid.sum(1).max())
+    assert longest <= 32 and len(plan.forward.classes) == 1
+    assert [ladder.sizes[f"1/W{c}"] for c in (1, 2, 3)] == [0, 0, 0]
+    ladder.fit("1/W2", 1)  # a window of 65-128 tokens came in an earlier step
+    _, plan = static_step_inputs(trainer.model, batch, sizes, [False], CFG, ladder, 1)
+    assert len(plan.forward.classes) == 2
+    assert plan.forward.classes[1].valid.shape == (1, min(128, ladder.sizes["1/L"]))

@@ -161,8 +161,9 @@ class CASHG(nn.Module):
         shape (B, S, T) and of sizes ``fit(name, n)`` gives for counts ``n`` (>= n, from a few
         values: :class:`~cashg.model.static_shapes.ShapeLadder`) (:mod:`cashg.model.
         static_shapes`): the windows in :data:`~cashg.model.static_shapes.LENGTH_CLASSES`, each
-        class padded with dummy windows (``"W<c>"``) and run by the padded decoder at its own
-        length (the classes' bounds; the last ``"L"``); the text indices of ``"U"`` code
+        class padded with dummy windows (``"W<c>"``; a class that no window of the stage has
+        reached yet is left out) and run by the padded decoder at its own length (the
+        classes' bounds; the last ``"L"``); the text indices of ``"U"`` code
         points. No random draw: the glyph views are drawn when the plan is placed
         (:meth:`static_plan`, :func:`cashg.training.packed.place`), so that a plan built
         ahead of its step draws them in the step's order. The dummy windows' predictions
@@ -176,7 +177,9 @@ class CASHG(nn.Module):
         for c, high in enumerate((*LENGTH_CLASSES, longest)):
             high = min(high, longest)
             rows = ((lengths > low) & (lengths <= high)).nonzero().squeeze(1)
-            classes.append(win.take(rows, high).padded(fit(f"W{c}", len(rows)), b * s, t))
+            n_windows = fit(f"W{c}", len(rows))
+            if n_windows:  # a class no window of the stage has reached costs no call
+                classes.append(win.take(rows, high).padded(n_windows, b * s, t))
             low = high
         n_codes = int(torch.unique(batch.codepoints[batch.char_mask]).numel())
         return ForwardPlan(classes[0], None,

@@ -45,8 +45,9 @@ class ShapeLadder:
 
     def fit(self, name: str, n: int) -> int:
         """The padded size for a value ``n`` of size ``name`` (>= n; never smaller than the
-        size returned before under the same name)."""
-        size = max(self.sizes.get(name, 0), rung(n))
+        size returned before under the same name). 0 while every value so far was 0 (a
+        length class no window of the stage has reached yet: not run at all)."""
+        size = max(self.sizes.get(name, 0), rung(n) if n > 0 else 0)
         self.sizes[name] = size
         return size
 
