@@ -421,7 +421,7 @@ class Trainer:
         for g in self.opt.param_groups:
             g["lr"] = learning_rate(t, cfg)
         # the micro-batches stay on the host: the step's plan is built there and moves with
-        # them in one pinned, non-blocking copy (cashg.training.packed.step_inputs)
+        # them in pinned, non-blocking copies (cashg.training.packed.step_inputs)
         micro, weights, vdl_on = self._micro(t, batches)
         if self.device.type == "cuda":  # one asynchronous copy
             weights = weights.pin_memory()
