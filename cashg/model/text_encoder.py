@@ -226,10 +226,10 @@ class CharacterContextEncoder(nn.Module):
         ``unique`` / ``nonzero`` cost no host synchronisation (issue: the GPU step)."""
         if not self.frozen:
             return None
+        if unique_size is None:
+            return TextPlan(*self._unique_codes(codepoints, char_mask), None, None)
         valid = char_mask.reshape(-1)
         unique, inverse = torch.unique(codepoints.reshape(-1)[valid], return_inverse=True)
-        if unique_size is None:
-            return TextPlan(unique, valid.nonzero().squeeze(1), inverse, None, None)
         if len(unique) == 0 or len(unique) > unique_size:
             raise ValueError(f"a static text plan of {unique_size} code points for a batch of "
                              f"{len(unique)} distinct ones")
