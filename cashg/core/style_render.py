@@ -40,19 +40,41 @@ def stroke_segments(xy: np.ndarray, pen: np.ndarray) -> tuple[np.ndarray, np.nda
 def render_glyph(xy: np.ndarray, pen: np.ndarray, cfg: StyleConfig) -> np.ndarray:
     """``(S, S)`` uint8 image of one glyph; ``xy`` (N, 2) y-down, ``pen`` (N,)."""
     size = cfg.image_size
-    inner = size - 2 * cfg.margin
-    if inner <= 0:
-        raise ValueError(f"style margin {cfg.margin} leaves no room in {size} px")
-    img = np.zeros((size, size), dtype=np.uint8)
+    inner = _inner(cfg)
     if len(xy) == 0:
-        return img
+        return np.zeros((size, size), dtype=np.uint8)
     xy = np.asarray(xy, dtype=np.float64)
     lo, hi = xy.min(axis=0), xy.max(axis=0)
     extent = float(max(hi[0] - lo[0], hi[1] - lo[1]))
     fit = inner / extent if extent > 0 else 1.0
     scale = fit if cfg.scale == "glyph" else min(float(inner), fit)
-    centre = (lo + hi) / 2.0
-    pts = (xy - centre) * scale + size / 2.0  # (N, 2) pixel coordinates (x = column)
+    return rasterise((xy - (lo + hi) / 2.0) * scale + size / 2.0, pen, size, cfg.line_width)
+
+
+def render_window(xy: np.ndarray, pen: np.ndarray, centre: np.ndarray, cfg: StyleConfig
+                  ) -> np.ndarray:
+    """``(S, S)`` uint8 view of a piece of a line: 1.0 sentence height = the inner box (the
+    ``scale: sentence`` glyphs' scale), ``centre`` (2,) at the image's centre, ink outside the
+    image cut off. A word gap's reference (``StyleConfig.spacing``) shows the gap at the size
+    the writer leaves it, beside the ends of its two words."""
+    size = cfg.image_size
+    pts = (np.asarray(xy, np.float64) - np.asarray(centre, np.float64)) * _inner(cfg) + size / 2.0
+    return rasterise(pts, pen, size, cfg.line_width)
+
+
+def _inner(cfg: StyleConfig) -> int:
+    inner = cfg.image_size - 2 * cfg.margin
+    if inner <= 0:
+        raise ValueError(f"style margin {cfg.margin} leaves no room in {cfg.image_size} px")
+    return inner
+
+
+def rasterise(pts: np.ndarray, pen: np.ndarray, size: int, line_width: float) -> np.ndarray:
+    """``(size, size)`` uint8: anti-aliased strokes of ``line_width`` pixels through ``pts``
+    (N, 2) pixel coordinates (x = column), no line across a pen lift."""
+    img = np.zeros((size, size), dtype=np.uint8)
+    if len(pts) == 0:
+        return img
     a, b = stroke_segments(pts, pen)
     grid = (np.arange(size) + 0.5)
     px = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2)  # (S*S, 2) [x, y]
@@ -63,6 +85,6 @@ def render_glyph(xy: np.ndarray, pen: np.ndarray, cfg: StyleConfig) -> np.ndarra
     t = np.clip(t, 0.0, 1.0)
     nearest = a[:, None, :] + t[..., None] * ab[:, None, :]
     d = np.sqrt(((px[None] - nearest) ** 2).sum(-1)).min(axis=0)  # (S*S,)
-    cover = np.clip(cfg.line_width / 2.0 + 0.5 - d, 0.0, 1.0)
+    cover = np.clip(line_width / 2.0 + 0.5 - d, 0.0, 1.0)
     img[:] = np.round(cover * 255.0).astype(np.uint8).reshape(size, size)
     return img
