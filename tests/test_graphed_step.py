@@ -14,6 +14,7 @@ import dataclasses
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tiny_training import CFG, trainer_for
@@ -200,12 +201,58 @@ def test_inputs_built_during_the_previous_step_train_as_inputs_built_at_their_st
     # eagerly, and the step after it builds its own inputs)
     assert ahead.built_ahead == ahead.graphed.stats.replays - 3 > 0
     assert stepwise.built_ahead == 0
+    # and read each replayed step back after the next one ran (but the last: the run ends)
+    assert ahead.deferred_steps == ahead.graphed.stats.replays - 1 > 0
+    assert stepwise.deferred_steps == 0
     for h, w in zip(history, want):
         assert {k: h[k] for k in w if k != "samples"} == \
             {k: v for k, v in w.items() if k != "samples"}, h["iteration"]
     for (n, a), b in zip(ahead.model.named_parameters(), stepwise.model.parameters()):
         assert torch.equal(a, b), n
     assert ahead.shapes.sizes == stepwise.shapes.sizes
+
+
+def test_a_replayed_step_is_applied_or_skipped_on_the_device_as_the_eager_step_decides(
+        subsets: Path, tmp_path):
+    """A replayed step read back one step late decides on the device what the step read back
+    at once decides on the host: a non-finite step changes no parameter, optimizer moment,
+    BatchNorm statistic or weight average, a finite one the same bits; the metrics, the
+    skip count and the average's count agree."""
+    cfg = dataclasses.replace(CFG, cuda_graphs=True, total_iters=9, eval_interval=100,
+                              checkpoint_interval=100, ema_decay=0.9, ema_start=2)
+    bad = 6  # a replayed step in stage 3
+    late = trainer_for(subsets, tmp_path / "late", cfg, keep_history=True)
+    at_once = trainer_for(subsets, tmp_path / "at_once", cfg)
+    at_once.model.load_state_dict(late.model.state_dict())
+    for trainer in (late, at_once):
+        trainer.graphed.backend = Rerun()
+        body = trainer.graphed.body
+
+        def poisoned(*inputs, trainer=trainer, body=body):
+            out = body(*inputs)
+            return out * float("nan") if trainer.iteration == bad else out
+
+        trainer.graphed.body = poisoned
+    torch.manual_seed(5)
+    history = late.run().history
+    torch.manual_seed(5)
+    want = []
+    for t in range(9):
+        at_once.iteration = t
+        want.append(at_once.train_step(t, at_once.source.iteration(t)))
+    assert late.deferred_steps > 0 and at_once.deferred_steps == 0
+    assert [h["train/nonfinite_skipped"] for h in history] == \
+        [float(t == bad) for t in range(9)] == [w["train/nonfinite_skipped"] for w in want]
+    for h, w in zip(history, want):  # the same values, NaN where NaN
+        np.testing.assert_equal({k: h[k] for k in w if k != "samples"},
+                                {k: v for k, v in w.items() if k != "samples"})
+    for a, b in zip(late.model.state_dict().values(), at_once.model.state_dict().values()):
+        assert torch.equal(a, b)
+    moments = [late.opt.state_dict()["state"][0], at_once.opt.state_dict()["state"][0]]
+    assert all(torch.equal(moments[0][k], moments[1][k]) for k in moments[0])
+    assert torch.equal(late.ema.params, at_once.ema.params)
+    assert all(torch.equal(a, b) for a, b in zip(late.ema.buffers, at_once.ema.buffers))
+    assert late.ema.updates == at_once.ema.updates == 9 - cfg.ema_start - 1  # one skipped
 
 
 def test_tensor_trees_round_trip_and_sign_by_shape():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,13 @@ import torch
 from tiny_training import CFG, TINY, trainer_for
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cashg.model.device import ALIGN, host_to_all, pack, unpack
 from cashg.model.static_shapes import ShapeLadder
 from cashg.training.cli import open_data
 from cashg.training.packed import host_step_inputs, step_inputs
 from cashg.training.schedules import curriculum_stage
 from cashg.training.tensor_tree import leaves
-from cashg.training.trainer import RunOptions, Trainer, loss_weights
+from cashg.training.trainer import RunOptions, Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -107,27 +109,50 @@ def test_the_step_given_its_plan_reads_nothing_back(subsets: Path, tmp_path):
         trainer.model(batch, groups=list(key[0]), windows=batch.char_mask)
 
 
+def test_a_steps_inputs_travel_as_one_buffer_and_read_back_whole(subsets: Path, tmp_path):
+    """:func:`pack` / :func:`unpack` (the one pinned buffer a GPU step's inputs are copied
+    in): every dtype, shape, empty and 0-d tensor, and a non-contiguous one, comes back
+    equal, each at an aligned offset; a real step's inputs likewise. On the CPU,
+    :func:`host_to_all` hands the tensors through untouched."""
+    tensors = [torch.randn(3, 5), torch.arange(7), torch.tensor([True, False, True]),
+               torch.zeros(0, 4), torch.tensor(2.5), torch.randn(4, 6).t(),
+               torch.randn(5).to(torch.bfloat16), torch.randint(0, 9, (2, 3), dtype=torch.int32)]
+    buffer, layout = pack(tensors)
+    assert buffer.dtype == torch.uint8 and buffer.dim() == 1
+    assert all(offset % ALIGN == 0 for offset, _, _ in layout)
+    for a, b in zip(tensors, unpack(buffer, layout), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    trainer = trainer_for(subsets, tmp_path, dataclasses.replace(CFG, static_shapes=True))
+    micro = _micro(trainer, STAGE3)
+    inputs = leaves(host_step_inputs(trainer.model, micro, CFG, VDL, (ShapeLadder(), 3))[:2])
+    for a, b in zip(inputs, unpack(*pack(inputs)), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert all(a is b for a, b in zip(inputs, host_to_all(inputs, "cpu")))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the sync check needs a GPU")
 def test_a_replayed_step_makes_no_host_synchronisation(subsets: Path, tmp_path):
-    cfg = dataclasses.replace(CFG, cuda_graphs=True)
+    """The whole training step of a replayed iteration, as the loop runs it between a log and
+    the next (plan built on the host, copied in without blocking, the capture replayed, the
+    update applied or skipped on the device, the values sent back without waiting), under
+    ``set_sync_debug_mode("error")``; the values are read afterwards."""
+    cfg = dataclasses.replace(CFG, cuda_graphs=True, ema_decay=0.9, ema_start=1)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
     trainer = Trainer(TINY, cfg, train, tmp_path, RunOptions(device="cuda", track=False,
                                                               progress=False))
-    for t in range(STAGE3 + 1):  # stage 3's first step runs eagerly, the later ones capture
-        trainer.train_step(t, trainer.source.iteration(t))
-    assert trainer.graphed.stats.captures >= 1
-    micro = _micro(trainer, STAGE3)  # its capture exists: this step replays it
-    weights = loss_weights(STAGE3, cfg, [s for s, _ in micro])  # (M, 3), as train_step's
-    vdl = {s: bool(weights[i, 1] > 0) for i, (s, _) in enumerate(micro)}
-    coef = weights.pin_memory().to("cuda", non_blocking=True)
-    shapes = (trainer.shapes, 3)
+    t = STAGE3 + 1  # stage 3's first step runs eagerly, the next one captures
+    for i in range(t + 1):
+        trainer.train_step(i, trainer.source.iteration(i))
+    assert trainer.graphed.stats.captures >= 1 and trainer.graphed.stats.failure is None
+    batches = trainer.source.iteration(t)  # the same signature: this step replays
     torch.cuda.synchronize()
     replays = trainer.graphed.stats.replays
     torch.cuda.set_sync_debug_mode("error")
-    try:  # the plan built on the host, copied in without blocking, the capture replayed
-        batch, plan, key = step_inputs(trainer.model, micro, cfg, trainer.amp, vdl, shapes)
-        trainer.graphed(batch, plan, key, coef, epoch=(3, trainer.shapes.stage_sizes(3)))
+    try:
+        pending = trainer.train_step(t, batches, defer=True)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert trainer.graphed.stats.failure is None
-    assert trainer.graphed.stats.replays == replays + 1
+    assert trainer.graphed.stats.replays == replays + 1 and trainer.deferred_steps == 1
+    m = trainer.finish_step(pending)
+    assert m["train/nonfinite_skipped"] == 0.0 and math.isfinite(m["train/total"])

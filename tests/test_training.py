@@ -528,8 +528,8 @@ def test_the_weight_average_never_changes_training_and_resumes_exactly(subsets, 
     snapshots = {}
     original = averaged_t.train_step
 
-    def step_and_record(t, batches, upcoming=None):
-        out = original(t, batches, upcoming)
+    def step_and_record(t, batches, upcoming=None, defer=False):
+        out = original(t, batches, upcoming, defer)
         snapshots[t + 1] = averaged_t.flat.flat.detach().clone()
         return out
 

@@ -43,21 +43,34 @@ class WeightAverage:
         return self.params is not None
 
     @torch.no_grad()
-    def update(self, iterations_done: int, flat: FlatParameters, buffers: FlatBuffers) -> None:
-        """After an applied step that completed ``iterations_done`` iterations."""
+    def update(self, iterations_done: int, flat: FlatParameters, buffers: FlatBuffers,
+               skipped: torch.Tensor | None = None) -> None:
+        """After an applied step that completed ``iterations_done`` iterations. ``skipped``
+        (a replayed step's device scalar, 1 = not applied; :mod:`cashg.training.readback`):
+        the average moves by ``0`` then, decided on the device, and the caller counts the
+        update (:meth:`count`) once it has read the flag back. Needs a started average."""
         if iterations_done < self.start:
             return
         live = [g for g, _ in buffers.groups.values()]
         if self.params is None:
+            if skipped is not None:
+                raise ValueError("weight average: the first copy is taken after a step the "
+                                 "host has read back")
             self.params = flat.flat.detach().clone()
             self.buffers = [g.clone() for g in live]
             return
-        self.params.lerp_(flat.flat.detach(), 1.0 - self.decay)
+        weight = 1.0 - self.decay if skipped is None else (1.0 - self.decay) * (1.0 - skipped)
+        self.params.lerp_(flat.flat.detach(), weight)
         for avg, cur in zip(self.buffers, live):
             if avg.is_floating_point():
-                avg.lerp_(cur, 1.0 - self.decay)
+                avg.lerp_(cur, weight)
             else:
-                avg.copy_(cur)
+                avg.copy_(cur)  # a skipped step's buffers were put back: the same values
+        if skipped is None:
+            self.count()
+
+    def count(self) -> None:
+        """One more step averaged."""
         self.updates += 1
 
     @contextlib.contextmanager

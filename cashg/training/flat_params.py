@@ -224,6 +224,12 @@ class FlatBuffers:
             for (flat, _), s in zip(self.groups.values(), saved):
                 flat.copy_(s)
 
+    def restore_where(self, skipped: torch.Tensor, saved: list[torch.Tensor]) -> None:
+        """:meth:`restore` where the device scalar ``skipped`` is 1, decided on the device."""
+        with torch.no_grad():
+            for (flat, _), s in zip(self.groups.values(), saved):
+                flat.copy_(torch.where(skipped.bool(), s, flat))
+
 
 def per_parameter_state(state: dict, placement: Placement) -> dict:
     """torch.optim (Adam/AdamW) state dict of an optimizer over the one flat parameter -> the

@@ -32,7 +32,7 @@ from cashg.losses import (
     space_gap_points,
 )
 from cashg.model.batch import CharSequenceBatch, concat_batches, pad_batch
-from cashg.model.device import host_to
+from cashg.model.device import host_to_all
 from cashg.model.gmm_head import MixtureParams
 from cashg.model.plan import ForwardPlan
 from cashg.model.static_shapes import ShapeLadder
@@ -238,12 +238,12 @@ def place(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
     static-shape plan's glyph views drawn (on the host, the step's one random draw before
     its forward), the frozen text states looked up in the model's caches (keyed by the
     host code points; :meth:`~cashg.model.cashg_model.CASHG.with_states`), every other
-    tensor copied through pinned memory without blocking (:func:`~cashg.model.device.
-    host_to`; on the CPU, the same tensors)."""
+    tensor copied in one pinned buffer without blocking (:func:`~cashg.model.device.
+    host_to_all`; on the CPU, the same tensors)."""
     net = getattr(model, "module", model)  # DDP wraps the model
     forward = plan.forward
     if forward.classes and forward.views is None:
         forward = replace(forward, views=net.style.draw_views(list(sizes), batch.pen.device))
     plan = replace(plan, forward=net.with_states(forward, batch, device))
-    moved = rebuild((batch, plan), [host_to(x, device) for x in leaves((batch, plan))])
+    moved = rebuild((batch, plan), host_to_all(leaves((batch, plan)), device))
     return moved

@@ -15,7 +15,9 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
    gradient norm is not finite on any rank: then the step is skipped (no parameter update, and
    buffers such as BatchNorm statistics restored), logged, and
    after more than ``max_nonfinite_steps`` consecutive skips the run stops without writing a
-   checkpoint (the last good one stays the latest).
+   checkpoint (the last good one stays the latest). A replayed step (``train.cuda_graphs``)
+   makes that decision on the device and is read back after the next step is queued
+   (:mod:`cashg.training.readback`), except where the loop logs, evaluates or checkpoints.
 
 Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
 ``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end. Evaluation every ``eval_interval``
@@ -85,6 +87,7 @@ from cashg.training.packed import (
     place,
     step_losses,
 )
+from cashg.training.readback import PendingStep, device_skip_flag, optimizer_step_unless
 from cashg.training.schedules import (
     STREAMS,
     check_schedule,
@@ -298,6 +301,7 @@ class Trainer:
         # (iteration, (batch, plan, key) on the host, capture epoch); see _build_ahead
         self._ahead: tuple | None = None
         self.built_ahead = 0  # steps whose inputs were built during the previous step
+        self.deferred_steps = 0  # replayed steps applied on the device, read back a step later
 
     def _warmup_state(self) -> tuple:
         """What a capture's warm-up runs change besides gradients: BatchNorm statistics and
@@ -412,11 +416,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ one iteration
     def train_step(self, t: int, batches: dict[str, list[CharSequenceBatch]],
-                   upcoming: Callable[[], tuple[int, dict] | None] | None = None) -> dict:
+                   upcoming: Callable[[], tuple[int, dict] | None] | None = None,
+                   defer: bool = False) -> dict | PendingStep:
         """Run iteration ``t``; returns its scalar metrics (``skipped`` = 1 when not applied).
         ``upcoming``: fetches the next iteration's ``(t, batches)`` (None at the end); a
         replayed step then builds that step's inputs on the host while the device runs
-        this one, before it waits for this step's values (:meth:`_build_ahead`)."""
+        this one, before it waits for this step's values (:meth:`_build_ahead`).
+        ``defer``: a replayed step is applied or skipped on the device and returns a
+        :class:`PendingStep` instead, read later with :meth:`finish_step` (nothing in the
+        step waits for the device; :mod:`cashg.training.readback`)."""
         cfg = self.cfg
         for g in self.opt.param_groups:
             g["lr"] = learning_rate(t, cfg)
@@ -453,9 +461,14 @@ class Trainer:
             if upcoming is not None and self.graphed.active:
                 self._build_ahead(upcoming)
         else:
+            defer = False
             sums, grad_norm = self._eager_step(t, net, micro, coef, vdl_on, shapes, watch,
                                                stage)
         n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
+        extra = {"train/lr": learning_rate(t, cfg), "train/stage": stage,
+                 "samples": n_samples * self.dist.world}
+        if defer and (self.ema is None or self.ema.started or t + 1 < self.ema.start):
+            return self._apply_on_device(t, sums, grad_norm, buffers, extra)
         # one device-to-host transfer per step (no sync inside the micro-batch loop)
         names = list(sums)
         values = torch.stack([torch.as_tensor(sums[k], device=self.device).float()
@@ -466,17 +479,40 @@ class Trainer:
         if nonfinite:  # no update at all: drop the gradients, restore running statistics
             self.flat.zero_grad()
             self.flat_buffers.restore(buffers)
-            self.nonfinite_run += 1
         else:
             self.opt.step()
-            self.nonfinite_run = 0
             if self.ema is not None:
                 self.ema.update(t + 1, self.flat, self.flat_buffers)
-        out = dict(sums)
-        out.update({"train/lr": learning_rate(t, cfg), "train/stage": stage,
-                    "train/grad_norm": gn, "train/nonfinite_skipped": float(nonfinite),
-                    "samples": n_samples * self.dist.world})
-        return out
+        return self._metrics(sums, gn, nonfinite, extra)
+
+    @staticmethod
+    def _metrics(sums: dict[str, float], gn: float, skipped: bool, extra: dict) -> dict:
+        return {**sums, "train/lr": extra["train/lr"], "train/stage": extra["train/stage"],
+                "train/grad_norm": gn, "train/nonfinite_skipped": float(skipped),
+                "samples": extra["samples"]}
+
+    def _apply_on_device(self, t: int, sums: dict[str, torch.Tensor], grad_norm: torch.Tensor,
+                         buffers: list[torch.Tensor], extra: dict) -> PendingStep:
+        """The update of a replayed step, applied or skipped on the device (the eager step's
+        decision, made without reading anything back): see :mod:`cashg.training.readback`."""
+        names = list(sums)
+        values = torch.stack([sums[k].float() for k in names] + [grad_norm.float()])  # (K+1,)
+        skipped = device_skip_flag(values)  # ()
+        optimizer_step_unless(self.opt, skipped)
+        self.flat_buffers.restore_where(skipped, buffers)
+        if self.ema is not None:
+            self.ema.update(t + 1, self.flat, self.flat_buffers, skipped=skipped)
+        self.deferred_steps += 1
+        return PendingStep.start(t, names, values, skipped, extra)
+
+    def finish_step(self, pending: PendingStep) -> dict:
+        """A deferred step's metrics, as :meth:`train_step` would have returned them; counts
+        the weight average's update on the host."""
+        sums, gn, skipped = pending.read()
+        if not skipped and self.ema is not None and self.ema.started and \
+                pending.iteration + 1 >= self.ema.start:
+            self.ema.count()
+        return self._metrics(sums, gn, skipped, pending.extra)
 
     def _micro(self, t: int, batches: dict[str, list[CharSequenceBatch]]
                ) -> tuple[list[tuple[str, CharSequenceBatch]], torch.Tensor, dict[str, bool]]:
@@ -609,6 +645,14 @@ class Trainer:
             tracker.log_image(name, path)
 
     # ------------------------------------------------------------------ the loop
+    def _acts_after(self, iteration: int) -> bool:
+        """Whether the loop logs, evaluates, checkpoints or ends once ``iteration``
+        iterations are done (then that step is read back before the loop goes on)."""
+        cfg, stop_after = self.cfg, self.opts.stop_after
+        return (iteration % cfg.log_interval == 0 or iteration % cfg.eval_interval == 0
+                or iteration % cfg.checkpoint_interval == 0 or iteration >= cfg.total_iters
+                or (stop_after is not None and iteration >= stop_after))
+
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002
         self._stop_signal = True
 
@@ -635,11 +679,17 @@ class Trainer:
             bar = tqdm(total=cfg.total_iters, initial=start, desc="train", unit="it",
                        file=sys.stderr, mininterval=2.0)
         try:
-            for t, batches, upcoming in _with_upcoming(
-                    iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
-                m = self.train_step(t, batches, upcoming)
-                self.iteration = t + 1
+            pending: PendingStep | None = None  # a replayed step not read back yet
+            m: dict = {}  # the latest step's metrics
+
+            def account(t: int, metrics: dict) -> bool:
+                """Step ``t``'s metrics into the interval; False: too many skipped steps."""
+                nonlocal samples, m
+                m = metrics
                 samples += m.pop("samples")
+                # consecutive skipped steps, counted in iteration order (a deferred step is
+                # read back after the step that follows it has run)
+                self.nonfinite_run = self.nonfinite_run + 1 if m["train/nonfinite_skipped"] else 0
                 if opts.keep_history:
                     history.append({"iteration": t, **m})
                 for k, v in m.items():
@@ -647,14 +697,41 @@ class Trainer:
                 if bar is not None:
                     bar.update(1)
                 if self.nonfinite_run > cfg.max_nonfinite_steps:
-                    status = "stopped_nonfinite"
                     print(f"[train] {self.nonfinite_run} consecutive non-finite steps at "
                           f"iteration {t}: stopping; the latest good checkpoint is kept",
                           file=sys.stderr)
-                    break
+                    return False
                 if m["train/nonfinite_skipped"]:
                     print(f"[train] iteration {t}: non-finite loss or gradient, step skipped",
                           file=sys.stderr)
+                return True
+
+            for t, batches, upcoming in _with_upcoming(
+                    iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
+                # a replayed step is read back after the next one is queued, unless the
+                # loop acts on this iteration's state (log, evaluation, checkpoint, end)
+                step = self.train_step(t, batches, upcoming,
+                                       defer=not self._acts_after(t + 1))
+                self.iteration = t + 1
+                finished = [] if pending is None else [(pending.iteration,
+                                                        self.finish_step(pending))]
+                pending = step if isinstance(step, PendingStep) else None
+                if pending is None:
+                    finished.append((t, step))
+                if not all(account(i, metrics) for i, metrics in finished):
+                    status = "stopped_nonfinite"
+                    break
+                stop = dd.any_true(self._stop_signal, self.device)
+                late = opts.deadline is not None and dd.any_true(
+                    time.perf_counter() - t0 >= opts.deadline, self.device) and \
+                    self.iteration != cfg.total_iters
+                if pending is not None and not (stop or late):
+                    continue
+                if pending is not None:  # the loop acts now: this step is read first
+                    if not account(t, self.finish_step(pending)):
+                        status = "stopped_nonfinite"
+                        break
+                    pending = None
                 done = self.iteration == cfg.total_iters
                 if self.iteration % cfg.log_interval == 0 or done:
                     now = time.perf_counter()
@@ -677,10 +754,7 @@ class Trainer:
                         last.update(val)
                     if self.dist.is_main:
                         self._log_sample(tracker)
-                stop = dd.any_true(self._stop_signal, self.device)
                 sliced = opts.stop_after is not None and self.iteration >= opts.stop_after
-                late = opts.deadline is not None and dd.any_true(
-                    time.perf_counter() - t0 >= opts.deadline, self.device) and not done
                 if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced
                         or late):
                     self.save_checkpoint(best=is_best)

@@ -173,6 +173,23 @@ def main() -> None:
             print(f"  compiled: {stats.graphs} graphs so far, {stats.compile_s:.0f} s in the "
                   f"backend, warm-up steps {', '.join(f'{w:.1f}' for w in warm)} s"
                   + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
+        if trainer.graphed is not None and trainer.graphed.active:
+            # as Trainer.run queues them: each step read back after the next is queued, one
+            # wait at the end (the per-step figure above waits for every step)
+            steps = [iteration_batches(t0 + k, cfg, model_cfg, 0) for k in range(args.iters)]
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            a, pending = time.perf_counter(), None
+            for k, batches in enumerate(steps):
+                step = trainer.train_step(t0 + k, batches, defer=True)
+                if pending is not None and hasattr(pending, "read"):
+                    trainer.finish_step(pending)
+                pending = step
+            if hasattr(pending, "read"):
+                trainer.finish_step(pending)
+            piped = (time.perf_counter() - a) / len(steps)
+            print(f"  pipelined (read back one step late, {trainer.deferred_steps} so far): "
+                  f"{piped:.3f} s/it = {1 / piped:.2f} it/s over {len(steps)} iterations")
         if trainer.graphed is not None:
             g = trainer.graphed.stats
             print(f"  graphed: {g.captures} captures so far, {g.capture_s:.1f} s capturing "

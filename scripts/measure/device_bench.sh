@@ -92,5 +92,5 @@ if [ "${TRAIN:-0}" = 1 ] && [ -d results/subsets/dsd ]; then  # item 5, after th
 fi
 
 echo "=== summary" | tee -a "$log"
-grep -E "^=== |^profile |^stage |^[13] \| |^  compiled|^  graphed|^## stage|^weights|^agreement|^graphs:|^gpu_train:|NOT STATIC|FELL BACK|Error|error:" "$log" \
+grep -E "^=== |^profile |^stage |^[13] \| |^  compiled|^  pipelined|^  graphed|^## stage|^weights|^agreement|^graphs:|^gpu_train:|NOT STATIC|FELL BACK|Error|error:" "$log" \
     | grep -v "^=== summary" | tail -60

@@ -41,8 +41,9 @@ def averaging_trainer(averages: list[tuple[float, int]]) -> type[Trainer]:
             super().__init__(*a, **k)
             self.sweep = [WeightAverage(d, s) for d, s in averages]
 
-        def train_step(self, t, batches):
-            m = super().train_step(t, batches)
+        def train_step(self, t, batches, upcoming=None, defer=False):  # noqa: ARG002
+            m = super().train_step(t, batches, upcoming)  # read back at once: the sweep's
+            # averages follow the host's decision
             if not m["train/nonfinite_skipped"]:
                 for avg in self.sweep:
                     avg.update(t + 1, self.flat, self.flat_buffers)
