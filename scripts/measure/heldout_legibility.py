@@ -70,10 +70,13 @@ def _row(label: str, cer: float, wer: float, rates: dict, style: tuple,
     if place is None:  # the ground truth's own placement is in the generated rows' GT cells
         return row + " | | | |"
     return row + " " + " | ".join(
-        "-" if v is None else f"{v:.3f}"
-        for v in (place.drift, place.drift_gt, place.drift_ratio, place.gap_ratio)) + " |"
+        _fmt(v) for v in (place.drift, place.drift_gt, place.drift_ratio, place.gap_ratio)) + " |"
 
 
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
 
 
 def main() -> int:
@@ -126,6 +129,13 @@ def main() -> int:
         mean_style = tuple(None if None in v else sum(v) / len(styles) for v in zip(*styles))
         print(_row(f"all {len(args.checkpoint)}", total_counts.cer, total_counts.wer,
                    total_classes.rates(), mean_style, summarize_placement(placements)))
+    writer_of = {g.sentence_id: g.writer_id for g in gts}
+    per_writer = {}
+    for pair in placements:
+        per_writer.setdefault(writer_of[pair[0]], []).append(pair)
+    print("word gap per writer (median generated / ground truth = ratio, all models): " + ", ".join(
+        f"{w} {_fmt(p.gap)} / {_fmt(p.gap_gt)} = {_fmt(p.gap_ratio)}"
+        for w, p in ((w, summarize_placement(v)) for w, v in sorted(per_writer.items()))))
     floor = error_counts(held.refs, gt_hyps)
     print(_row("ground truth", floor.cer, floor.wer,
                char_class_errors(held.refs, gt_hyps).rates(),
