@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import bisect
 
-# window-length classes of a static-shape step: windows of at most 32 tokens, of 33-64, of
-# 65-128 and longer ones each run by the decoder on their own, padded to the class's bound
-# (the last to the longest window), so that a glyph window of 20 tokens is not padded to a
-# sentence's longest of 250 (cashg.model.cashg_model.CASHG.static_plan)
-LENGTH_CLASSES = (32, 64, 128)
+# window-length classes of a static-shape step: windows of at most 24 tokens, of 25-32, 33-48,
+# 49-64, 65-96, 97-128 and longer ones each run by the decoder on their own, padded to the
+# class's bound (the last to the longest window), so that a glyph window of 20 tokens is not
+# padded to a sentence's longest of 250 (cashg.model.cashg_model.CASHG.static_plan). Bounds
+# 1.33-1.5x apart: a window pads by at most a third (docs/performance.md: the demo's padded
+# stage-3 step 1.32-1.40x the eager one's time with (32, 64, 128), 1.21-1.28x with these, for
+# 7 / 15 / 13 padded signatures in the dsd stages' first 100 batches instead of 5 / 10 / 9)
+LENGTH_CLASSES = (24, 32, 48, 64, 96, 128)
 
 RUNGS = tuple(sorted({2 ** i for i in range(40)} | {3 * 2 ** i for i in range(40)}))
 
