@@ -44,7 +44,7 @@ def host_to_all(tensors: list[torch.Tensor], device: torch.device | str) -> list
     on_host = [i for i, x in enumerate(tensors) if x.device.type == "cpu"]
     if device.type != "cuda" or not on_host:
         return [x.to(device) for x in tensors]
-    out = [x.to(device) for x in tensors]  # those already on a device stay
+    out = list(tensors)  # those already on the device stay as they are
     buffer, layout = pack([tensors[i] for i in on_host], pin=True)
     for i, x in zip(on_host, unpack(buffer.to(device, non_blocking=True), layout)):
         out[i] = x
@@ -72,6 +72,6 @@ def unpack(buffer: torch.Tensor, layout: list[tuple[int, torch.dtype, tuple[int,
     """The tensors :func:`pack` laid out in ``buffer`` (views of it, on its device)."""
     out = []
     for start, dtype, shape in layout:
-        size = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+        size = torch.Size(shape).numel() * dtype.itemsize
         out.append(buffer[start:start + size].view(dtype).reshape(shape))
     return out
