@@ -33,6 +33,7 @@ import copy
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -80,10 +81,13 @@ STEPS = [
 ]
 
 
-def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
-               ) -> dict[str, list[dict[str, torch.Tensor]]]:
+def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
+               gap_weight: float = 0.0) -> dict[str, list[dict[str, torch.Tensor]]]:
     """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
-    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only)."""
+    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only);
+    with the model's gap head (model.gap_head) also ``gap``, the mean absolute difference
+    between each sample's predicted gap and its spaces' second x offsets, added to ``seq``
+    with ``gap_weight``."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
     for stream in ("char", "bigram", "sentence"):  # the trainer's order
         for b in batches.get(stream, []):
@@ -98,7 +102,15 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
                              b.glyph_labels, 0.07)
-            terms.setdefault(stream, []).append({**seq, "vdl": vdl, "style": sty["style"]})
+            term = {**seq, "vdl": vdl, "style": sty["style"]}
+            if out.gap is not None:
+                gaps = space_gap_points(b.codepoints, b.pen.shape[-1]) & targets
+                pred = out.gap[:, None, None].expand(gaps.shape)[gaps]
+                err = (pred - b.deltas[..., 0][gaps]).abs()
+                # a batch without spaces: 0, with a gradient of 0 on the head
+                term["gap"] = err.mean() if len(err) else out.gap.sum() * 0.0
+                term["seq"] = term["seq"] + gap_weight * term["gap"]
+            terms.setdefault(stream, []).append(term)
     return terms
 
 
@@ -118,17 +130,28 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-GAP_STEPS = [(*s, False) for s in STEPS] + [(*s, True) for s in STEPS if s[0] in (2, 12)]
+# (..., gap_x_only, gap_head): the variants at a stage-2 and a stage-3 step, and the gap head
+# (model.gap_head) where it has no gap to learn (stage 1) and where it has (stage 3)
+GAP_STEPS = ([(*s, False, False) for s in STEPS]
+             + [(*s, True, False) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True) for s in STEPS if s[0] in (0, 12)])
+GAP_WEIGHT = 0.6
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only", GAP_STEPS,
-                         ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}" for s in GAP_STEPS])
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head", GAP_STEPS,
+                         ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
+                              f"{'-gap_head' if s[5] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef, gap_x_only):
-    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only)
+                                                           micro, coef, gap_x_only, gap_head):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, gap_weight=GAP_WEIGHT)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
-    trainer = Trainer(TINY, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
-                                                             progress=False))
+    model_cfg = dataclasses.replace(TINY, gap_head=gap_head)
+    trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
+                                                                  progress=False))
+    if gap_head:  # started at the training sentences' median gap
+        assert float(trainer.model.gap.scale) == pytest.approx(
+            float(np.median(train.init_gaps())))
+        assert 0.05 < float(trainer.model.gap.scale) < 1.5
     batches = trainer.source.iteration(t)
     # the curriculum's streams and micro-batches (ratio 1:0:0, 1:1:0, 1:1:A)
     assert {s: len(v) for s, v in batches.items()} == micro
@@ -138,7 +161,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches, gap_x_only)
+    terms = hand_terms(before, batches, gap_x_only, GAP_WEIGHT)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())
@@ -148,7 +171,9 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     assert logged["train/total"] == pytest.approx(value, rel=RTOL)
     lam_vdl = {"bigram": coef[4], "sentence": coef[5]}
     for stream, per_micro in terms.items():
-        keys = ["mdn", "pen", "seq", "style"]
+        keys = ["mdn", "pen", "seq", "style"] + (["gap"] if gap_head else [])
+        if gap_head and stream == "sentence":  # the head is exercised
+            assert float(mean([m["gap"].detach() for m in per_micro])) > 0
         if stream == "char" or lam_vdl[stream] > 0:
             keys.append("vdl")  # logged where it enters the loss (char: 0, no VDL)
         else:

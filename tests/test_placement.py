@@ -9,6 +9,7 @@ from cashg.core.ink import make_sentence
 from cashg.evaluation.evaluate import EvaluationOptions, evaluate
 from cashg.metrics.placement import (
     MIN_DRIFT_CHARS,
+    letter_size_ratio,
     line_placement,
     summarize_placement,
     summarize_sets,
@@ -57,6 +58,23 @@ def test_a_straight_line_has_no_drift_and_its_gaps_are_measured():
     np.testing.assert_allclose(place.gaps, [1.2, 1.2], atol=0.02)
     assert place.median_gap == pytest.approx(1.2, abs=0.02)
     assert place.n_chars == 9
+
+
+def test_letters_drawn_taller_shrink_the_gap_ratio_and_the_size_ratio_says_so():
+    """The same gaps in ink units, letters 1.25 times as tall: the gaps, in each line's own
+    character heights, read as 0.8 of the truth, and the letter-size ratio is 1.25 (the median
+    over the lines that have letters on both sides)."""
+    lines = []
+    for i, text in enumerate(["abc defg hi", "ab cd", "xy zw v"]):
+        truth = line_placement(text, *_line(text, gap=0.6, height=0.4, seed=i)[::2])
+        tall = line_placement(text, *_line(text, gap=0.6, height=0.5, seed=i)[::2])
+        lines.append((f"l{i}", tall, truth))
+    assert summarize_placement(lines).gap_ratio == pytest.approx(0.8, abs=0.01)
+    assert letter_size_ratio(lines) == pytest.approx(1.25, abs=0.01)
+    no_ink = line_placement("a b", np.zeros((0, 2)), np.zeros(0, np.int64))
+    assert letter_size_ratio(lines + [("empty", no_ink, lines[0][2])]) == \
+        pytest.approx(1.25, abs=0.01)
+    assert letter_size_ratio([]) is None
 
 
 def test_a_sloping_line_drifts_by_its_rise_in_character_heights():

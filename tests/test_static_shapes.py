@@ -20,6 +20,7 @@ import torch
 from tiny_training import CFG, trainer_for
 
 from cashg.model.batch import pad_batch
+from cashg.model.presets import TINY, with_changes
 from cashg.model.static_shapes import ShapeLadder, rung
 from cashg.training.packed import static_step_inputs, step_losses
 
@@ -30,10 +31,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 STEPS = {0: "stage 1", 2: "stage 2", 5: "stage 3, sentence VDL on"}
 
 
-def _step(subsets: Path, tmp: Path, t: int) -> tuple[dict, dict, dict]:
+def _step(subsets: Path, tmp: Path, t: int, model=TINY) -> tuple[dict, dict, dict]:
     """(logged unpadded, logged padded, {name: (padded grad, unpadded grad)}) of step ``t``."""
-    plain = trainer_for(subsets, tmp / "plain", CFG)
-    padded = trainer_for(subsets, tmp / "padded", dataclasses.replace(CFG, static_shapes=True))
+    plain = trainer_for(subsets, tmp / "plain", CFG, model)
+    padded = trainer_for(subsets, tmp / "padded", dataclasses.replace(CFG, static_shapes=True),
+                         model)
     assert padded.shapes is not None and plain.shapes is None
     padded.model.load_state_dict(plain.model.state_dict())
     batches = plain.source.iteration(t)
@@ -47,10 +49,15 @@ def _step(subsets: Path, tmp: Path, t: int) -> tuple[dict, dict, dict]:
     return want, got, pairs
 
 
-@pytest.mark.parametrize("t", sorted(STEPS), ids=list(STEPS.values()))
-def test_padded_and_unpadded_steps_agree(subsets: Path, tmp_path, t):
-    want, got, pairs = _step(subsets, tmp_path, t)
+CASES = [(t, False) for t in sorted(STEPS)] + [(5, True)]
+
+
+@pytest.mark.parametrize("t, gap_head", CASES,
+                         ids=[STEPS[t] + (", model.gap_head" if g else "") for t, g in CASES])
+def test_padded_and_unpadded_steps_agree(subsets: Path, tmp_path, t, gap_head):
+    want, got, pairs = _step(subsets, tmp_path, t, with_changes(TINY, gap_head=gap_head))
     assert set(got) == set(want)
+    assert ("train/sentence/gap" in got) == gap_head
     off = {k: (got[k], v) for k, v in want.items()
            if got[k] != pytest.approx(v, rel=1e-4, abs=1e-5)}
     assert not off, off

@@ -246,6 +246,8 @@ class _Rows:
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
         self.char_mask = char_mask
         mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
+        # (B,) each sentence's word gap from its style memory (model.gap_head), or None
+        self.gap = model.gap(style.writer_memory)[mem_row] if model.gap is not None else None
         if opts.use_cache:
             self.memory = dec.step_memory(
                 mem_kv, mem_row, (self.ctx, char_mask, torch.arange(b, device=dev)))
@@ -452,6 +454,9 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
             delta = torch.where(at_mode[:, None], mode, delta)
         on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
         delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)
+        if rows.gap is not None:  # the gap point (a space's second): the gap head's gap
+            gap = F.pad(rows.gap[rows.ids, None], (0, 1))  # (W, 2): (gap, 0)
+            delta = torch.where((on_line & (rows.t == 1))[:, None], gap, delta)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))

@@ -33,6 +33,7 @@ __all__ = [
     "LinePlacement",
     "PlacementSummary",
     "char_centres",
+    "letter_size_ratio",
     "line_placement",
     "summarize_placement",
     "summarize_sets",
@@ -177,6 +178,17 @@ class PlacementSummary:
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
+
+
+def letter_size_ratio(pairs: Iterable[tuple[str, LinePlacement, LinePlacement]]
+                      ) -> float | None:
+    """The median over lines of the generated character height over the ground truth's (the
+    unit of the other figures) of ``(line id, generated, ground truth)`` triples, over the
+    lines where both sides have one. Gaps are in each line's own character heights, so a model
+    that writes a writer's gap at its true width with letters 1.2 times too tall has a gap
+    ratio of 1 / 1.2: this ratio tells the two apart (docs/legibility.md)."""
+    return _median([gen.char_height / gt.char_height for _, gen, gt in pairs
+                    if gen.char_height and gt.char_height])
 
 
 def _median(values: list[float]) -> float | None:

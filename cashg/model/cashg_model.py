@@ -19,6 +19,7 @@ from cashg.core.config.model import ModelConfig
 from cashg.core.records import PU
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
+from cashg.model.gap_head import GapHead
 from cashg.model.gmm_head import GMMHead, MixtureParams
 from cashg.model.packing import Packing, take_rows
 from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
@@ -30,11 +31,13 @@ from cashg.model.text_encoder import CharacterContextEncoder
 @dataclass
 class ModelOutput:
     """params: mixture over (B, S, T) target points; style: style encoder outputs;
-    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off)."""
+    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off);
+    gap: (B,) each sample's word gap from its style memory (``model.gap_head``; else None)."""
 
     params: MixtureParams
     style: StyleOutput
     gates: torch.Tensor | None
+    gap: torch.Tensor | None = None
 
 
 @dataclass
@@ -60,6 +63,7 @@ class CASHG(nn.Module):
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
+        self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
 
     def build_windows(
         self,
@@ -232,7 +236,8 @@ class CASHG(nn.Module):
             g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
             gates = g.new_zeros(b, s, t, g.shape[-1])
             gates[win.batch_index, win.char_index] = g
-        return ModelOutput(params, style, gates)
+        gap = self.gap(style.writer_memory) if self.gap is not None else None  # (B,)
+        return ModelOutput(params, style, gates, gap)
 
     def _window_outputs(self, batch: CharSequenceBatch, identity: torch.Tensor,
                         points: torch.Tensor, ctx: torch.Tensor, style: StyleOutput,

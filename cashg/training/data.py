@@ -290,6 +290,22 @@ class SplitData:
         pick = idx[np.linspace(0, len(idx) - 1, min(limit, len(idx))).astype(np.int64)]
         return [c for i in pick for c in self.item("char", int(i)).chars]
 
+    def init_gaps(self, limit: int = 2000) -> np.ndarray:
+        """(k,) the word gaps (a space's second x offset, :mod:`cashg.core.pen_states`) of up
+        to ``limit`` sentence samples, evenly spaced over this split's writers' samples
+        (deterministic; for :func:`cashg.training.init.gap_scale`); empty without a sentence
+        stream."""
+        if "sentence" not in self.readers:
+            return np.zeros(0)
+        idx = self.writer_sample_indices("sentence")
+        pick = idx[np.linspace(0, len(idx) - 1, min(limit, len(idx))).astype(np.int64)]
+        gaps = []
+        for i in pick:
+            it = self.item("sentence", int(i))
+            chars = sentence_chars(*it.raw, len(it.text))
+            gaps += [c[1, 0] for ch, c in zip(it.text, chars) if ch == " " and len(c) > 1]
+        return np.asarray(gaps, np.float64)
+
     def writer_sample_indices(self, stream: str) -> np.ndarray:
         """(k,) int64 indices of every sample of this split's writers in ``stream``."""
         return np.concatenate([np.arange(r.start, r.stop) for r in

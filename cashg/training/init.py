@@ -50,6 +50,13 @@ def jump_scale(chars: list[np.ndarray]) -> np.ndarray | None:
     return _rms(rows) if rows else None
 
 
+def gap_scale(gaps: np.ndarray) -> float:
+    """The median of the word gaps ``gaps`` (k,) (:meth:`~cashg.training.data.SplitData.
+    init_gaps`), where ``model.gap_head`` starts (:mod:`cashg.model.gap_head`); 1.0, the
+    sentence height, when there is none (a run without sentences never trains the head)."""
+    return float(np.median(gaps)) if len(gaps) else 1.0
+
+
 def _rms(rows: list[np.ndarray]) -> np.ndarray:
     """(2,) per-axis RMS over the stacked (n_i, 2) ``rows`` (floored at 1e-4)."""
     if not rows:

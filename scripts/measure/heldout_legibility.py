@@ -1,6 +1,7 @@
 """One row of docs/legibility.md: CER, WER, the error share by character class and the
-held-out Style Score and placement (baseline drift, generated and ground truth, and the
-word-gap ratio: :mod:`cashg.metrics.placement`) of trained models on the held-out lines
+held-out Style Score and placement (baseline drift, generated and ground truth, the
+word-gap ratio and, per writer, the letter-size ratio that the gap ratio's unit carries:
+:mod:`cashg.metrics.placement`) of trained models on the held-out lines
 (never the test split), with their mean (placement: the medians over every model's rows).
 
     python scripts/measure/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
@@ -43,7 +44,7 @@ from cashg.evaluation.held_out import (
     held_out_style,
     score_held_out,
 )
-from cashg.metrics.placement import summarize_placement
+from cashg.metrics.placement import letter_size_ratio, summarize_placement
 from cashg.model.checkpoint import load_model
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
@@ -133,9 +134,14 @@ def main() -> int:
     per_writer = {}
     for pair in placements:
         per_writer.setdefault(writer_of[pair[0]], []).append(pair)
-    print("word gap per writer (median generated / ground truth = ratio, all models): " + ", ".join(
-        f"{w} {_fmt(p.gap)} / {_fmt(p.gap_gt)} = {_fmt(p.gap_ratio)}"
-        for w, p in ((w, summarize_placement(v)) for w, v in sorted(per_writer.items()))))
+    print("word gap per writer (median generated / ground truth = ratio, in character heights;"
+          " letters: generated / ground-truth character height, median over lines; all"
+          " models): " + ", ".join(
+              f"{w} {_fmt(p.gap)} / {_fmt(p.gap_gt)} = {_fmt(p.gap_ratio)}, letters"
+              f" x{_fmt(letter_size_ratio(v))}"
+              for w, v, p in ((w, v, summarize_placement(v))
+                              for w, v in sorted(per_writer.items())))
+          + f"; all writers: letters x{_fmt(letter_size_ratio(placements))}")
     floor = error_counts(held.refs, gt_hyps)
     print(_row("ground truth", floor.cer, floor.wer,
                char_class_errors(held.refs, gt_hyps).rates(),

@@ -73,6 +73,11 @@ class ModelConfig:
     # (the jump to a stroke's start: an H's bar, a B's bowls), its own mixture at the jumps'
     # scale; off = one head for every point (the paper's). cashg/model/gmm_head.py
     jump_head: bool = False
+    # a writer's word gap from its style memory (the writer memory, pooled, through a small
+    # MLP), trained by an L1 loss of its own (train.gap_weight) and written at every space's
+    # gap by the sampler; off = the gap is the mixture's, as every point (the paper's).
+    # cashg/model/gap_head.py
+    gap_head: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -196,6 +201,9 @@ class TrainConfig:
     # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
     # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
     space_gap_x_only: bool = False
+    # weight of model.gap_head's L1 loss (cashg.losses.grouped_gap_loss), added to each
+    # micro-batch's sequence loss; read only with the head
+    gap_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
