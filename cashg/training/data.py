@@ -299,12 +299,13 @@ class SplitData:
             return np.zeros(0)
         idx = self.writer_sample_indices("sentence")
         pick = idx[np.linspace(0, len(idx) - 1, min(limit, len(idx))).astype(np.int64)]
-        gaps = []
-        for i in pick:
-            it = self.item("sentence", int(i))
-            chars = sentence_chars(*it.raw, len(it.text))
-            gaps += [c[1, 0] for ch, c in zip(it.text, chars) if ch == " " and len(c) > 1]
-        return np.asarray(gaps, np.float64)
+        return np.asarray([g for i in pick for g in self.word_gaps(int(i))], np.float64)
+
+    def word_gaps(self, i: int) -> list[float]:
+        """The word gaps of sentence sample ``i``: each space's second x offset."""
+        it = self.item("sentence", i)
+        chars = sentence_chars(*it.raw, len(it.text))
+        return [float(c[1, 0]) for ch, c in zip(it.text, chars) if ch == " " and len(c) > 1]
 
     def writer_sample_indices(self, stream: str) -> np.ndarray:
         """(k,) int64 indices of every sample of this split's writers in ``stream``."""

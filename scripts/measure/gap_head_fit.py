@@ -22,7 +22,7 @@ import torch
 
 from cashg.generation.inputs import load_style_h5
 from cashg.model.checkpoint import load_model
-from cashg.training.data import SplitData, sentence_chars
+from cashg.training.data import SplitData
 
 
 def writer_gaps(split: Path) -> dict[str, float]:
@@ -30,11 +30,7 @@ def writer_gaps(split: Path) -> dict[str, float]:
     data = SplitData(split, streams=("sentence",))
     out = {}
     for writer, rows in data.by_writer["sentence"].items():
-        gaps = []
-        for i in rows:
-            item = data.item("sentence", i)
-            chars = sentence_chars(*item.raw, len(item.text))
-            gaps += [c[1, 0] for ch, c in zip(item.text, chars) if ch == " " and len(c) > 1]
+        gaps = [g for i in rows for g in data.word_gaps(i)]
         if gaps:
             out[writer] = float(np.median(gaps))
     return out
