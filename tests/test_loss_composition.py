@@ -40,6 +40,7 @@ import torch
 from cashg.core.config.model import StageWeights, TrainConfig
 from cashg.losses import (
     boundary_mask,
+    mixture_log_prob_x,
     most_probable_mean,
     sequence_loss,
     space_gap_points,
@@ -82,12 +83,14 @@ STEPS = [
 
 
 def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
-               gap_weight: float = 0.0) -> dict[str, list[dict[str, torch.Tensor]]]:
+               gap_weight: float = 0.0, space_weight: float = 1.0
+               ) -> dict[str, list[dict[str, torch.Tensor]]]:
     """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
     ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only);
     with the model's gap head (model.gap_head) also ``gap``, the mean absolute difference
     between each sample's predicted gap and its spaces' second x offsets, added to ``seq``
-    with ``gap_weight``."""
+    with ``gap_weight``; ``space_weight``: the gap points' NLL counted that many times
+    (train.space_gap_weight)."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
     for stream in ("char", "bigram", "sentence"):  # the trainer's order
         for b in batches.get(stream, []):
@@ -98,6 +101,11 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
             if gap_x_only and stream != "char":
                 assert bool((only & targets).any())  # the variant is exercised
             seq = sequence_loss(p, b.deltas, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
+            if space_weight != 1.0:  # the gap points' x-marginal NLL, counted space_weight times
+                gaps = only & targets
+                extra = -mixture_log_prob_x(p, b.deltas[..., 0])[gaps].sum() / targets.sum()
+                seq = {**seq, "mdn": seq["mdn"] + (space_weight - 1.0) * extra,
+                       "seq": seq["seq"] + (space_weight - 1.0) * extra}
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
@@ -130,20 +138,25 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-# (..., gap_x_only, gap_head): the variants at a stage-2 and a stage-3 step, and the gap head
-# (model.gap_head) where it has no gap to learn (stage 1) and where it has (stage 3)
-GAP_STEPS = ([(*s, False, False) for s in STEPS]
-             + [(*s, True, False) for s in STEPS if s[0] in (2, 12)]
-             + [(*s, True, True) for s in STEPS if s[0] in (0, 12)])
+# (..., gap_x_only, gap_head, space_gap_weight): the variants at a stage-2 and a stage-3 step,
+# the gap head (model.gap_head) where it has no gap to learn (stage 1) and where it has
+# (stage 3), and the gap points weighted (train.space_gap_weight) where sentences have gaps
+GAP_STEPS = ([(*s, False, False, 1.0) for s in STEPS]
+             + [(*s, True, False, 1.0) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True, 1.0) for s in STEPS if s[0] in (0, 12)]
+             + [(*s, True, False, 2.5) for s in STEPS if s[0] == 12])
 GAP_WEIGHT = 0.6
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head", GAP_STEPS,
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head, space_weight", GAP_STEPS,
                          ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
-                              f"{'-gap_head' if s[5] else ''}" for s in GAP_STEPS])
+                              f"{'-gap_head' if s[5] else ''}"
+                              f"{'-space_gap_weight' if s[6] != 1 else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef, gap_x_only, gap_head):
-    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, gap_weight=GAP_WEIGHT)
+                                                           micro, coef, gap_x_only, gap_head,
+                                                           space_weight):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, gap_weight=GAP_WEIGHT,
+                              space_gap_weight=space_weight)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
     model_cfg = dataclasses.replace(TINY, gap_head=gap_head)
     trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
@@ -161,7 +174,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches, gap_x_only, GAP_WEIGHT)
+    terms = hand_terms(before, batches, gap_x_only, GAP_WEIGHT, space_weight)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())

@@ -463,9 +463,9 @@ def test_generate_split_uses_the_models_number_of_style_references(subsets, monk
     seen = []
     real = cashg.generation.sampling.sample
 
-    def spy(model, cps, mask, style, opts):
+    def spy(model, cps, mask, style, opts, **kw):
         seen.append(tuple(style.shape))
-        return real(model, cps, mask, style, opts)
+        return real(model, cps, mask, style, opts, **kw)
 
     monkeypatch.setattr(cashg.generation.sampling, "sample", spy)
     cfg = dataclasses.replace(TINY, style_refs=refs)

@@ -37,6 +37,8 @@ Renderers must not draw space pseudo-strokes (``char_index`` pointing at a space
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
@@ -142,3 +144,46 @@ def insert_spaces(xy: np.ndarray, pen: np.ndarray, char_index: np.ndarray,
         return xy[:0].copy(), pen[:0].copy(), char_index[:0].copy()
     return (np.concatenate(parts_xy), np.concatenate(parts_pen).astype(np.int8),
             np.concatenate(parts_ci).astype(np.int64))
+
+
+def space_spans(text: str, xy: np.ndarray, char_index: np.ndarray) -> list[tuple[int, float]]:
+    """``(text position, x_b - x_a)`` of each space of a line that has its two pseudo-points
+    (module docstring), in text order: xy (N, 2), char_index (N,). A single space's span is
+    the word gap; a run of ``k`` spaces splits its gap in ``k`` equal spans. Spaces at a line's
+    ends or beside a character without ink own no points and give none."""
+    ci = np.asarray(char_index, np.int64)
+    x = np.asarray(xy, np.float64)[:, 0]
+    out = []
+    for s, ch in enumerate(text):
+        if ch.isspace():
+            pts = x[ci == s]
+            if len(pts) == 2:
+                out.append((s, float(pts[1] - pts[0])))
+    return out
+
+
+def space_gaps(text: str, xy: np.ndarray, char_index: np.ndarray) -> np.ndarray:
+    """(G,) the spans of :func:`space_spans`: a line's word gaps."""
+    return np.asarray([g for _, g in space_spans(text, xy, char_index)], np.float64)
+
+
+def line_word_gaps(windows: Iterable[tuple[str, int, list[tuple[int, float]]]]
+                   ) -> dict[str, np.ndarray]:
+    """Each line's word gaps from its windows ``(line id, position of the window's first
+    character in the line, the window's (position, span) spaces)`` (a sentence subset cuts
+    long lines into overlapping windows): every space of a line once, in line order."""
+    lines: dict[str, dict[int, float]] = {}
+    for line, offset, spans in windows:
+        got = lines.setdefault(line, {})
+        for p, g in spans:
+            got[offset + p] = g
+    return {line: np.asarray([got[p] for p in sorted(got)], np.float64)
+            for line, got in sorted(lines.items())}
+
+
+def writer_word_gap(gaps_by_line: list[np.ndarray], leave_out: int | None = None
+                    ) -> float | None:
+    """The median word gap (:func:`space_gaps`) over a writer's lines, line ``leave_out``
+    excluded (so that a line is never described by its own gaps); None without a gap."""
+    pool = [g for k, g in enumerate(gaps_by_line) if k != leave_out and len(g)]
+    return float(np.median(np.concatenate(pool))) if pool else None

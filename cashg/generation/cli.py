@@ -160,8 +160,17 @@ def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
     except ValueError as exc:
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
+    gap = None
+    if model.writer_gap is not None:  # model.writer_gap: the writer's gap from its lines
+        from cashg.generation.split import folder_writer_gap
+
+        gap = folder_writer_gap(args.style_h5.parent, args.writer) if args.writer else None
+        print("cashg generate: word gap " + (
+            f"{gap:.3f}, the median of writer {args.writer}'s lines in {args.style_h5.parent}"
+            if gap is not None else "unknown: the population's (model.writer_gap reads it"
+            " from a writer's lines beside --style-h5)"), file=sys.stderr)
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
-                                            options, writer_id=str(writer))
+                                            options, writer_id=str(writer), writer_gap=gap)
     write_output(sentences, args.out, width=args.width)
     print(f"cashg generate: wrote {len(sentences)} line(s) to {args.out}", file=sys.stderr)
     return 0

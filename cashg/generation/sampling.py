@@ -206,15 +206,17 @@ def sample(
     style_images: torch.Tensor,  # (B, R, H, W)
     opts: SamplingOptions = DEFAULTS,
     on_step: StepCallback | None = None,
+    writer_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.writer_gap)
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
-    :class:`Step` (module docstring)."""
+    :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
+    by a model with ``model.writer_gap`` (None: every writer at the population's gap)."""
     _check(opts)
     was_training = model.training
     model.eval()
     try:
-        return _sample(model, codepoints, char_mask, style_images, opts, on_step)
+        return _sample(model, codepoints, char_mask, style_images, opts, on_step, writer_gap)
     finally:
         model.train(was_training)
 
@@ -232,7 +234,8 @@ class _Rows:
     """
 
     def __init__(self, model: CASHG, codepoints: torch.Tensor, char_mask: torch.Tensor,
-                 style_images: torch.Tensor, opts: SamplingOptions):
+                 style_images: torch.Tensor, opts: SamplingOptions,
+                 writer_gap: torch.Tensor | None = None):
         dec = model.decoder
         self.dec, self.bi_swt = dec, model.cfg.bi_swt
         self.windows = model.assemble_windows  # the window builder of teacher forcing
@@ -241,11 +244,20 @@ class _Rows:
         dev = codepoints.device
         m = opts.max_char_points
         # sentences with the same style references (one writer) share one style encoding
-        refs, mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
-        style = model.style(refs.view(-1, *style_images.shape[1:]))  # U distinct styles
+        # (and the same word gap, model.writer_gap: the key's last column, NaN as -1)
+        key = style_images.flatten(1)
+        if model.writer_gap is not None and writer_gap is not None:
+            key = torch.cat([key, writer_gap.to(key).nan_to_num(-1.0)[:, None]], 1)
+        refs, mem_row = torch.unique(key, dim=0, return_inverse=True)
+        n_pixels = style_images[0].numel()
+        style = model.style(refs[:, :n_pixels].reshape(-1, *style_images.shape[1:]))  # U styles
+        gaps = refs[:, n_pixels] if refs.shape[1] > n_pixels else None  # (U,)
+        if gaps is not None:
+            gaps = torch.where(gaps < 0, float("nan"), gaps)
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
         self.char_mask = char_mask
-        mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
+        writer_memory = model.decoder_memory(style.writer_memory, gaps)  # (U, M, D)
+        mem_kv = dec.memory_kv(writer_memory, style.glyph_memory)  # (U, h, M, dh)
         # (B,) each sentence's word gap from its style memory (model.gap_head), or None
         self.gap = model.gap(style.writer_memory)[mem_row] if model.gap is not None else None
         if opts.use_cache:
@@ -409,10 +421,11 @@ class _Rows:
 
 
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
-            on_step: StepCallback | None = None) -> SampleResult:
+            on_step: StepCallback | None = None,
+            writer_gap: torch.Tensor | None = None) -> SampleResult:
     """One point for every unfinished row per step until every row has finished."""
     b = codepoints.shape[0]
-    rows = _Rows(model, codepoints, char_mask, style_images, opts)
+    rows = _Rows(model, codepoints, char_mask, style_images, opts, writer_gap)
     gen = torch.Generator(device=codepoints.device).manual_seed(opts.seed)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     no_end = rows.x.new_tensor(NO_END)  # (4,)
@@ -502,14 +515,18 @@ def generate_sentences(
     writer_id: str = "",
     id_prefix: str = "gen",
     on_step: StepCallback | None = None,
+    writer_gap: float | None = None,
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
-    ``on_step`` as in :func:`sample`."""
+    ``on_step`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a model with
+    ``model.writer_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:
         style_images = style_images[None].expand(len(texts), -1, -1, -1)
-    res = sample(model, cps, mask, style_images.to(dev), opts, on_step)
+    gaps = (None if writer_gap is None
+            else torch.full((len(texts),), float(writer_gap), device=dev))
+    res = sample(model, cps, mask, style_images.to(dev), opts, on_step, gaps)
     return [
         make_sentence(f"{id_prefix}-{i:05d}", writer_id, text, res.absolute(i), res.pen[i],
                       res.char_index[i])

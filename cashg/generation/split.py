@@ -28,11 +28,58 @@ import numpy as np
 
 
 class Prompt(NamedTuple):
-    """What to write: a line's id, the writer whose style references to use, the text."""
+    """What to write: a line's id, the writer whose style references to use, the text, and
+    the writer's word gap for a model with ``model.writer_gap`` (None: unknown, the
+    population's; :func:`writer_gaps`)."""
 
     sentence_id: str
     writer_id: str
     text: str
+    word_gap: float | None = None
+
+
+def writer_gaps(lines: Sequence, leave_out: bool) -> list[float | None]:
+    """Each line's writer word gap (:func:`cashg.core.pen_states.writer_word_gap`) from
+    ``lines`` (InkSentences of several writers): with ``leave_out``, the median over the
+    same writer's *other* lines (a split written again: a line is never described by its own
+    gaps); without, over all of them (lines that are only the writer's description, such as
+    the real test lines beside the ``new_text@`` prompts)."""
+    from cashg.core.pen_states import space_gaps, writer_word_gap
+
+    by_writer: dict[str, list[int]] = {}
+    for k, s in enumerate(lines):
+        by_writer.setdefault(s.writer_id, []).append(k)
+    out: list[float | None] = [None] * len(lines)
+    for members in by_writer.values():
+        gaps = [space_gaps(lines[k].text, lines[k].xy, lines[k].char_index) for k in members]
+        for j, k in enumerate(members):
+            out[k] = writer_word_gap(gaps, j if leave_out else None)
+    return out
+
+
+def folder_writer_gap(split_dir: Path, writer: str) -> float | None:
+    """``writer``'s word gap (median over all its lines) from the lines of a subsets split
+    folder: ``gt.h5`` (a test or validation split) or ``sentence.h5`` (a train split's
+    windows, each space once); None when the folder has neither or the writer no gap. For
+    a ``model.writer_gap`` model written with a split's references outside the pipeline's
+    stages (``cashg generate --writer``, the studio)."""
+    from cashg.core.ink import InkFile
+    from cashg.core.pen_states import line_word_gaps, space_spans, writer_word_gap
+    from cashg.core.subsets.readers import SentenceReader
+
+    split_dir = Path(split_dir)
+    if (split_dir / "gt.h5").is_file():
+        with InkFile(split_dir / "gt.h5") as f:
+            lines = [s for s in f if s.writer_id == writer]
+        return writer_gaps(lines, leave_out=False)[0] if lines else None
+    if not (split_dir / "sentence.h5").is_file():
+        return None
+    with SentenceReader(split_dir / "sentence.h5") as reader:
+        rows = reader.indices_by_writer().get(writer, range(0))
+        windows = [reader[i] for i in rows]
+        gaps = line_word_gaps((w.sentence_id, w.char_offset,
+                               space_spans(w.text, w.xy, w.char_index)) for w in windows)
+    return writer_word_gap(list(gaps.values()))
 
 
 def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray:
@@ -69,8 +116,12 @@ def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Pa
         refs = np.stack([_refs(style_path, s.writer_id, cfg.style_image_size, cfg.style_refs,
                                memo) for s in chunk])  # (B, R, H, W)
         cps, mask = sampling.encode_texts([s.text for s in chunk], device)
+        gaps = None
+        if any(s.word_gap is not None for s in chunk):
+            gaps = torch.tensor([np.nan if s.word_gap is None else s.word_gap for s in chunk],
+                                dtype=torch.float32, device=device)
         res = sampling.sample(model, cps, mask, torch.from_numpy(refs).to(device),
-                              gcfg.sampling(k))
+                              gcfg.sampling(k), writer_gap=gaps)
         for j, (i, s) in enumerate(zip(batch, chunk)):
             out[i] = make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(j),
                                    res.pen[j], res.char_index[j])
@@ -87,5 +138,6 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
         gts = gts[: gcfg.limit]
-    prompts = [Prompt(s.sentence_id, s.writer_id, s.text) for s in gts]
+    gaps = writer_gaps(gts, leave_out=True) if cfg.writer_gap else [None] * len(gts)
+    prompts = [Prompt(s.sentence_id, s.writer_id, s.text, g) for s, g in zip(gts, gaps)]
     return generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress), gts

@@ -26,6 +26,7 @@ from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
 from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
+from cashg.model.writer_gap import WriterGapInput
 
 
 @dataclass
@@ -64,6 +65,16 @@ class CASHG(nn.Module):
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
         self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
+        self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
+
+    def decoder_memory(self, writer_memory: torch.Tensor,
+                       writer_gap: torch.Tensor | None) -> torch.Tensor:
+        """The writer memory (B, M, D) the decoder reads: with ``model.writer_gap``, shifted
+        by each sample's embedded word gap (B,) (:mod:`cashg.model.writer_gap`); else itself.
+        The style losses read the encoder's own memory."""
+        if self.writer_gap is None:
+            return writer_memory
+        return self.writer_gap(writer_memory, writer_gap)
 
     def build_windows(
         self,
@@ -247,8 +258,9 @@ class CASHG(nn.Module):
         the :class:`Windows`)."""
         t = batch.pen.shape[-1]
         win = self.windows_of_plan(identity, points, plan)
+        writer_memory = self.decoder_memory(style.writer_memory, batch.writer_gap)
         mem_kv = [(take_rows(k, win.batch_index), take_rows(v, win.batch_index)) for k, v in
-                  self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
+                  self.decoder.memory_kv(writer_memory, style.glyph_memory)]
         m_ctx = take_rows(ctx.flatten(0, 1), win.batch_index[:, None] * ctx.shape[1]
                           + win.token_char)  # (W, L, D)
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,

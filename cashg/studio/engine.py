@@ -81,6 +81,7 @@ class Engine:
                                            initializer=torch.set_num_threads,
                                            initargs=(max(1, threads),))
         self._images: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._gaps: dict[str, float | None] = {}  # model.writer_gap: each known writer's gap
         self._lock = threading.Lock()
         self.warm_up()
 
@@ -127,6 +128,22 @@ class Engine:
                      f"{self.n_refs}")
         return images[idx].astype(np.float32) / 255.0, note
 
+    def writer_gap(self, req: WriteRequest) -> float | None:
+        """The word gap a ``model.writer_gap`` model is given: the median of a known writer's
+        lines beside its references (memoised); None (the population's) for drawn glyphs, a
+        writer without lines, or a model without the input."""
+        if self.model.writer_gap is None or req.writer is None:
+            return None
+        with self._lock:
+            if req.writer in self._gaps:
+                return self._gaps[req.writer]
+        from cashg.generation.split import folder_writer_gap
+
+        gap = folder_writer_gap(self.writers[req.writer].path.parent, req.writer)
+        with self._lock:
+            self._gaps[req.writer] = gap
+        return gap
+
     def write(self, req: WriteRequest, opts: SamplingOptions, emit: Emit,
               stop: Callable[[], bool]) -> Written:
         """Generate ``req.text`` (in a worker thread): ``emit("start", {...})`` with the
@@ -170,7 +187,7 @@ class Engine:
         writer_id = req.writer or "drawn"
         (sentence,) = generate_sentences(self.model, [req.text], torch.from_numpy(refs), opts,
                                          writer_id=writer_id, id_prefix="studio",
-                                         on_step=on_step)
+                                         on_step=on_step, writer_gap=self.writer_gap(req))
         flush()
         return Written(sentence, note, float(clock["first"] or 0.0),
                        time.perf_counter() - started, int(clock["steps"]))

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from cashg.core.config.model import TrainConfig
+from cashg.core.pen_states import line_word_gaps, writer_word_gap
 from cashg.core.subsets.readers import (
     BigramReader,
     CharReader,
@@ -242,6 +243,9 @@ class SplitData:
         self._buckets: dict[tuple[str, int], list[dict[str, np.ndarray]]] = {}
         self._memo: dict[tuple[str, int], _Item] = {}
         self._images: dict[str, np.ndarray] = {}
+        self._writer_gaps: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        self._keys: tuple[np.ndarray, np.ndarray] | None = None  # see _line_keys
+        self._gap_memo: dict[tuple[str, str | None], float | None] = {}  # see writer_gap
 
     def n_writers(self, stream: str) -> int:
         return len(self.by_writer[stream])
@@ -303,9 +307,49 @@ class SplitData:
 
     def word_gaps(self, i: int) -> list[float]:
         """The word gaps of sentence sample ``i``: each space's second x offset."""
+        return [g for _, g in self._space_spans(i)]
+
+    def _space_spans(self, i: int) -> list[tuple[int, float]]:
+        """``(position in the sample's text, second x offset)`` of each space of sentence
+        sample ``i`` that has its two points."""
         it = self.item("sentence", i)
         chars = sentence_chars(*it.raw, len(it.text))
-        return [float(c[1, 0]) for ch, c in zip(it.text, chars) if ch == " " and len(c) > 1]
+        return [(p, float(c[1, 0])) for p, (ch, c) in enumerate(zip(it.text, chars))
+                if ch == " " and len(c) > 1]
+
+    def writer_gap(self, writer: str, sentence: int | None = None) -> float | None:
+        """The writer's word gap (``model.writer_gap``, :func:`cashg.core.pen_states.
+        writer_word_gap`): the median of the gaps of its lines in this split, the line of
+        sentence sample ``sentence`` left out (a sample is never described by its own line's
+        gaps); None without a sentence stream or a gap. A line cut into overlapping windows
+        (``subsets.sentence.max_chars``) counts each of its gaps once."""
+        if "sentence" not in self.readers:
+            return None
+        leave = None if sentence is None else str(self._line_keys()[0][sentence])
+        key = (writer, leave)
+        if key not in self._gap_memo:  # a batch asks for every sample's: memoised
+            if writer not in self._writer_gaps:
+                self._writer_gaps[writer] = self._line_gaps(writer)
+            names, gaps = self._writer_gaps[writer]
+            self._gap_memo[key] = writer_word_gap(gaps, names.index(leave) if leave in names
+                                                  else None)
+        return self._gap_memo[key]
+
+    def _line_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) the line (sentence id) and (N,) the first character's position in it of
+        every sentence sample (memoised)."""
+        if self._keys is None:
+            rows = self.readers["sentence"].texts()
+            self._keys = (np.asarray([r[0] for r in rows]),
+                          np.asarray([r[1] for r in rows], np.int64))
+        return self._keys
+
+    def _line_gaps(self, writer: str) -> tuple[list[str], list[np.ndarray]]:
+        """The writer's lines (sentence ids) and each line's word gaps, every space once."""
+        ids, offsets = self._line_keys()
+        r = self.by_writer["sentence"].get(writer, range(0))
+        lines = line_word_gaps((str(ids[i]), int(offsets[i]), self._space_spans(i)) for i in r)
+        return list(lines), list(lines.values())
 
     def writer_sample_indices(self, stream: str) -> np.ndarray:
         """(k,) int64 indices of every sample of this split's writers in ``stream``."""
@@ -365,11 +409,12 @@ class BatchSource:
     ``style_refs``: reference images per sample (the model config's ``style_refs``)."""
 
     def __init__(self, data: SplitData, cfg: TrainConfig, rank: int = 0, world: int = 1,
-                 purpose: int = PURPOSE_TRAIN, *, style_refs: int):
+                 purpose: int = PURPOSE_TRAIN, *, style_refs: int, writer_gap: bool = False):
         if style_refs < 1:
             raise ValueError(f"model.style_refs must be >= 1, got {style_refs}")
         self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
         self.style_refs = style_refs
+        self.writer_gap = writer_gap  # model.writer_gap: each sample carries its writer's gap
         for s in data.readers:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
@@ -406,8 +451,10 @@ class BatchSource:
             if it.raw is not None:
                 text, chars = crop_sentence(it.text, *it.raw, self.cfg.sentence_max_chars, rng)
             refs = self.data.style_refs(it.writer, self.style_refs, rng)
+            gap = (self.data.writer_gap(it.writer, int(i) if stream == "sentence" else None)
+                   if self.writer_gap else None)
             samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
-                                          target=it.target))
+                                          target=it.target, writer_gap=gap))
         return collate(samples)
 
     def iteration(self, t: int) -> dict[str, list[CharSequenceBatch]]:

@@ -153,7 +153,8 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
         p = float_params(out.params)
         seq = grouped_sequence_loss_at(p, batch.deltas, batch.pen, plan.point_rows,
                                        plan.point_group, n_rows, cfg.lambda_pen,
-                                       cfg.pen_class_weights, plan.x_only)
+                                       cfg.pen_class_weights, plan.x_only,
+                                       cfg.space_gap_weight)
         drift = None
         if plan.bound_rows is not None:
             drift = grouped_vertical_drift_loss_at(most_probable_mean(p), batch.deltas,

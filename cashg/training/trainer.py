@@ -169,7 +169,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
               else None)  # (B, S, T)
     seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
-                        x_only)
+                        x_only, cfg.space_gap_weight)
     res = dict(seq)
     if out.gap is not None:  # model.gap_head: its L1 loss joins the sequence loss
         targets = gap_targets(batch.codepoints, batch.point_mask, batch.target_mask)
@@ -264,9 +264,11 @@ class Trainer:
         self.sample_lines = sample_lines or []
         # style references per sample: the model's number, in training and evaluation alike
         self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world,
-                                  style_refs=model_cfg.style_refs)
+                                  style_refs=model_cfg.style_refs,
+                                  writer_gap=model_cfg.writer_gap)
         self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL,
-                                       style_refs=model_cfg.style_refs)
+                                       style_refs=model_cfg.style_refs,
+                                       writer_gap=model_cfg.writer_gap)
                            if val_data is not None else None)
         torch.manual_seed(cfg.seed)
         model = CASHG(model_cfg)
@@ -274,8 +276,13 @@ class Trainer:
             chars = train_data.init_chars()
             data_scaled_init(model, offset_scale(chars), position_scale(chars),
                              jump_scale(chars))
-        if model.gap is not None:  # model.gap_head starts at the data's median gap
-            model.gap.scale.fill_(gap_scale(train_data.init_gaps()))
+        # model.gap_head starts at the data's median gap; model.writer_gap's inputs are
+        # relative to it
+        scaled = [m.scale for m in (model.gap, model.writer_gap) if m is not None]
+        if scaled:
+            median_gap = gap_scale(train_data.init_gaps())
+            for scale in scaled:
+                scale.fill_(median_gap)
         self.model = model.to(self.device)
         # every trainable parameter a view of one flat tensor: the norm, the clip, AdamW and
         # zeroing are one operation each (flat_params); BatchNorm statistics likewise

@@ -78,6 +78,11 @@ class ModelConfig:
     # gap by the sampler; off = the gap is the mixture's, as every point (the paper's).
     # cashg/model/gap_head.py
     gap_head: bool = False
+    # a writer's word gap as a style input: the median word gap of the writer's other lines
+    # (a DSD-like writer descriptor, measured, not learned), embedded and added to the writer
+    # memory that the decoder reads; off = the writer is known from its glyph images only
+    # (the paper's). cashg/model/writer_gap.py
+    writer_gap: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -201,6 +206,10 @@ class TrainConfig:
     # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
     # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
     space_gap_x_only: bool = False
+    # with space_gap_x_only: the gap point's NLL counts this many times in the mixture loss
+    # (a space's gap is 1 of about 100 scored points, and the demo model's gaps stay near
+    # the population's even for the writers it trains on, docs/legibility.md); 1 = as any point
+    space_gap_weight: float = 1.0
     # weight of model.gap_head's L1 loss (cashg.losses.grouped_gap_loss), added to each
     # micro-batch's sequence loss; read only with the head
     gap_weight: float = 1.0
@@ -256,6 +265,8 @@ class TrainConfig:
             raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
+        if self.space_gap_weight <= 0:
+            raise ValueError(f"train.space_gap_weight must be > 0, got {self.space_gap_weight}")
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")

@@ -1,0 +1,218 @@
+"""``model.writer_gap``: a writer's word gap, measured on its other lines, as a style input."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from cashg.core.config.model import TrainConfig
+from cashg.core.ink import InkFile
+from cashg.core.pen_states import insert_spaces, space_gaps, writer_word_gap
+from cashg.generation.sampling import SamplingOptions, encode_texts, sample
+from cashg.generation.split import writer_gaps
+from cashg.losses import most_probable_mean, space_gap_points
+from cashg.model import CASHG
+from cashg.model.batch import SequenceSample, collate
+from cashg.model.presets import TINY, with_changes
+from cashg.training.cli import open_data
+from cashg.training.data import BatchSource
+
+torch.set_num_threads(1)
+TEXTS = ["a b c", "xy  z", "a b c"]
+
+
+def _line(text: str, lefts: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A line whose non-space characters are unit-wide boxes at ``lefts`` (in text order)."""
+    xy, ci = [], []
+    k = 0
+    for s, ch in enumerate(text):
+        if ch.isspace():
+            continue
+        x0 = lefts[k]
+        k += 1
+        xy += [[x0, 0.0], [x0 + 1.0, 1.0]]
+        ci += [s, s]
+    xy, ci = np.asarray(xy, np.float64), np.asarray(ci, np.int64)
+    return insert_spaces(xy, np.zeros(len(ci), np.int8), ci, text)
+
+
+def test_space_gaps_are_the_word_gaps_and_a_run_splits_its_gap():
+    # "ab c": gap 0.5 after "ab"; "  " between c and d: gap 3.0 split in two spans of 1.5
+    text = "ab c  d"
+    xy, _, ci = _line(text, [0.0, 1.0, 2.5, 6.5])
+    np.testing.assert_allclose(space_gaps(text, xy, ci), [0.5, 1.5, 1.5])
+    # a leading space owns no points and gives no gap
+    xy, _, ci = _line(" ab", [0.0, 1.0])
+    assert len(space_gaps(" ab", xy, ci)) == 0
+
+
+def test_a_writers_gap_leaves_the_described_line_out():
+    gaps = [np.array([1.0, 2.0]), np.array([3.0]), np.zeros(0), np.array([10.0])]
+    assert writer_word_gap(gaps) == pytest.approx(2.5)
+    assert writer_word_gap(gaps, leave_out=3) == pytest.approx(2.0)
+    assert writer_word_gap(gaps, leave_out=1) == pytest.approx(2.0)
+    assert writer_word_gap([np.zeros(0)]) is None
+    assert writer_word_gap([np.array([1.0])], leave_out=0) is None
+
+
+def test_writer_gaps_of_a_split_are_each_writers_other_lines(subsets):
+    with InkFile(subsets / "test" / "gt.h5") as f:
+        lines = [f[s] for s in sorted(f.ids())]
+    loo, whole = writer_gaps(lines, leave_out=True), writer_gaps(lines, leave_out=False)
+    for k, line in enumerate(lines):
+        mine = [j for j, o in enumerate(lines) if o.writer_id == line.writer_id]
+        own = [space_gaps(lines[j].text, lines[j].xy, lines[j].char_index) for j in mine]
+        others = np.concatenate([g for j, g in zip(mine, own) if j != k])
+        assert loo[k] == pytest.approx(float(np.median(others)))
+        assert whole[k] == pytest.approx(float(np.median(np.concatenate(own))))
+    assert len(set(loo)) > len({s.writer_id for s in lines})  # the left-out line matters
+
+
+def test_training_samples_carry_their_writers_gap_without_their_own(subsets):
+    cfg = TrainConfig(seed=0, sentence_max_chars=12, val_writers=1)
+    train, _, _, _ = open_data(subsets, cfg, cache=True)
+    off = BatchSource(train, cfg, style_refs=2)
+    on = BatchSource(train, cfg, style_refs=2, writer_gap=True)
+    rows = train.readers["sentence"].texts()  # (line, offset, text) of every window
+    windows = [r[0] for r in rows]
+    assert len(set(windows)) < len(windows)  # some line is cut into overlapping windows
+    for stream in ("char", "bigram", "sentence"):
+        assert off.batch(3, stream, 0, 3).writer_gap is None
+        batch = on.batch(3, stream, 0, 3)
+        idx = on.indices(3, stream, 0, 3)
+        names = {i: w for w, i in train.writer_int.items()}
+        for k, (i, w) in enumerate(zip(idx, batch.writer_ids.tolist())):
+            # the writer's lines, each space once (a window's gaps keyed by their position
+            # in its line), the sample's own line left out
+            gaps: dict[tuple[str, int], float] = {}
+            for j in train.by_writer["sentence"][names[w]]:
+                line, offset, text = rows[j]
+                if stream == "sentence" and line == rows[i][0]:
+                    continue
+                spaces = [p for p, ch in enumerate(text) if ch == " "]
+                for p, g in zip(spaces, train.word_gaps(j)):
+                    gaps[line, offset + p] = g
+            assert float(batch.writer_gap[k]) == pytest.approx(
+                float(np.median(list(gaps.values()))), rel=1e-6)
+
+
+def _model(**changes) -> CASHG:
+    torch.manual_seed(0)
+    m = CASHG(with_changes(TINY, writer_gap=True, **changes)).eval()
+    with torch.no_grad():
+        m.head.proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
+        m.writer_gap.proj.weight.normal_(0.0, 3.0)  # a gap input strong enough to see
+        m.writer_gap.scale.fill_(0.4)
+    return m
+
+
+def test_the_input_starts_at_zero_and_an_unknown_gap_is_the_populations():
+    m = CASHG(with_changes(TINY, writer_gap=True))
+    memory = torch.randn(3, 5, TINY.d_model)
+    gaps = torch.tensor([0.2, float("nan"), 0.9])
+    torch.testing.assert_close(m.decoder_memory(memory, gaps), memory)  # zero at the start
+    m = _model()
+    out = m.decoder_memory(memory, torch.tensor([0.4, float("nan"), 0.9]))
+    # the median gap (scale) and an unknown one are both input 0: the same shift
+    torch.testing.assert_close(out[0] - memory[0], out[1] - memory[1])
+    assert not torch.allclose(out[2] - memory[2], out[0] - memory[0])
+    torch.testing.assert_close(m.decoder_memory(memory, None), memory + (out[1] - memory[1]))
+    off = CASHG(TINY)
+    assert off.writer_gap is None and off.decoder_memory(memory, gaps) is memory
+
+
+def _sample(m, gaps, use_cache=True, greedy=True):
+    cps, mask = encode_texts(TEXTS)
+    imgs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))[[0, 1, 1]]
+    return sample(m, cps, mask, imgs, SamplingOptions(seed=3, max_char_points=6,
+                                                      min_char_points=3, use_cache=use_cache,
+                                                      greedy=greedy), writer_gap=gaps), imgs
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_sampling_reads_each_sentences_gap_cached_or_not(greedy):
+    m = _model()
+    gaps = torch.tensor([0.3, 0.8, 0.3])
+    (a, _), (b, _) = _sample(m, gaps, True, greedy), _sample(m, gaps, False, greedy)
+    for i in range(len(TEXTS)):
+        np.testing.assert_array_equal(a.char_index[i], b.char_index[i])
+        np.testing.assert_allclose(a.deltas[i], b.deltas[i], atol=1e-5, rtol=0)
+    # rows 1 and 2 share their references: only their gaps differ, and so do their points
+    other, _ = _sample(m, torch.tensor([0.3, 0.8, 0.8]), True, greedy)
+    np.testing.assert_allclose(a.deltas[0], other.deltas[0], atol=1e-6, rtol=0)
+    assert not np.allclose(a.deltas[2][:5], other.deltas[2][:5])
+    # no gaps given: every row at the population's (input 0), like a NaN gap
+    (none, _), (nan, _) = _sample(m, None, True, greedy), _sample(
+        m, torch.full((3,), float("nan")), True, greedy)
+    for i in range(len(TEXTS)):
+        np.testing.assert_allclose(none.deltas[i], nan.deltas[i], atol=1e-6, rtol=0)
+
+
+def test_a_model_without_the_option_ignores_the_gaps():
+    torch.manual_seed(0)
+    m = CASHG(TINY).eval()
+    (a, _), (b, _) = _sample(m, torch.tensor([0.3, 0.8, 0.3])), _sample(m, None)
+    for i in range(len(TEXTS)):
+        np.testing.assert_array_equal(a.deltas[i], b.deltas[i])
+
+
+def test_greedy_samples_are_the_teacher_forced_modes_with_the_gap():
+    """Sampling and teacher forcing condition alike: re-reading greedy samples with
+    ``forward`` (the batch carrying the same gaps) gives the sampled offsets as modes."""
+    m = _model()
+    gaps = torch.tensor([0.3, 0.8, 0.3])
+    res, imgs = _sample(m, gaps)
+    samples = []
+    for i, text in enumerate(TEXTS):
+        pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
+        chars = [pts[res.char_index[i] == c] for c in range(len(text))]
+        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i,
+                                      writer_gap=float(gaps[i])))
+    batch = collate(samples)
+    with torch.no_grad():
+        mode = most_probable_mean(m(batch).params)
+        wrong = most_probable_mean(m(dataclasses.replace(
+            batch, writer_gap=batch.writer_gap.flip(0))).params)
+    sel = batch.point_mask
+    on_line = space_gap_points(batch.codepoints, sel.shape[-1]) & sel  # dy = 0 there
+    mode[..., 1] = torch.where(on_line, 0.0, mode[..., 1])
+    torch.testing.assert_close(mode[sel], batch.deltas[sel], atol=1e-5, rtol=0)
+    assert not torch.allclose(wrong[1][sel[1]], mode[1][sel[1]])
+
+
+def test_a_split_folders_writer_gap_is_the_median_of_all_its_lines(subsets):
+    """``cashg generate --writer`` and the studio read a writer's gap from the lines beside
+    its references: a test split's gt.h5, or a train split's windows (each space once, the
+    training samples' figure without a line left out)."""
+    from cashg.generation.split import folder_writer_gap
+
+    with InkFile(subsets / "test" / "gt.h5") as f:
+        lines = list(f)
+    for writer in sorted({s.writer_id for s in lines}):
+        mine = [s for s in lines if s.writer_id == writer]
+        assert folder_writer_gap(subsets / "test", writer) == pytest.approx(float(np.median(
+            np.concatenate([space_gaps(s.text, s.xy, s.char_index) for s in mine]))))
+    train, _, _, _ = open_data(subsets, TrainConfig(seed=0, val_writers=1), cache=True)
+    for writer in train.writers:
+        assert folder_writer_gap(subsets / "train", writer) == pytest.approx(
+            train.writer_gap(writer), rel=1e-5)
+    assert folder_writer_gap(subsets / "test", "nobody") is None
+
+
+def test_generate_sentences_passes_one_writers_gap_to_every_line():
+    from cashg.generation.sampling import generate_sentences
+
+    m = _model()
+    imgs = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(1))
+    opts = SamplingOptions(seed=3, max_char_points=6, min_char_points=3, greedy=True)
+    lines = {g: generate_sentences(m, TEXTS[:2], imgs, opts, writer_gap=g) for g in (0.3, 0.9)}
+    cps, mask = encode_texts(TEXTS[:2])
+    want = sample(m, cps, mask, imgs[None].expand(2, -1, -1, -1), opts,
+                  writer_gap=torch.full((2,), 0.3))
+    for i in range(2):
+        np.testing.assert_allclose(np.diff(lines[0.3][i].xy, axis=0),
+                                   want.deltas[i][1:], atol=1e-5, rtol=0)
+    assert not np.allclose(lines[0.3][0].xy, lines[0.9][0].xy)
