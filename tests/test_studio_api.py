@@ -356,3 +356,44 @@ def test_a_client_gone_from_the_queue_frees_its_place(run_dir, monkeypatch):
     finally:
         hold.set()
         server.stop()
+
+
+def test_a_writer_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
+    """With ``model.writer_gap`` the studio gives a known writer the median gap of its lines
+    beside its references (the test split's gt.h5) and says so; drawn glyphs and a writer
+    without lines get the population's."""
+    from studio_run import _style_h5
+
+    from cashg.core.config.model import SamplingOptions
+    from cashg.core.ink import make_sentence, write_ink
+    from cashg.core.pen_states import insert_spaces
+    from cashg.model import CASHG
+    from cashg.model.checkpoint import save_model_checkpoint
+    from cashg.model.presets import TINY, with_changes
+    from cashg.studio.requests import WriteRequest
+
+    cfg = with_changes(TINY, writer_gap=True)
+    torch.manual_seed(0)
+    save_model_checkpoint(tmp_path / "model.pt", CASHG(cfg), cfg,
+                          {"char_inventory": list(INVENTORY)})
+    split = tmp_path / "test"
+    _style_h5(split / "style.h5")
+    xy = np.array([[0.0, 0.0], [1.0, 1.0], [1.5, 0.0], [2.5, 1.0]])  # "a b": a gap of 0.5
+    line = insert_spaces(xy, np.zeros(4, np.int8), np.array([0, 0, 2, 2]), "a b")
+    write_ink(split / "gt.h5", [make_sentence("l0", WRITERS[0], "a b", line[0], line[1],
+                                              line[2])])
+    engine = Engine(tmp_path / "model.pt", [Writer(w, "test", split / "style.h5")
+                                            for w in WRITERS],
+                    SamplingOptions(temperature=0.8), None, PreprocessConfig(),
+                    Limits(max_char_points=4))
+    try:
+        known = WriteRequest("ab", WRITERS[0], None, None, 0)
+        assert engine.writer_gap(known) == pytest.approx(0.5)
+        assert engine.writer_gap(WriteRequest("ab", WRITERS[1], None, None, 0)) is None
+        assert engine.writer_gap(WriteRequest("ab", None, [], None, 0)) is None
+        notes = []
+        engine.write(known, SamplingOptions(seed=0, max_char_points=4, min_char_points=1),
+                     lambda kind, data: notes.append(data.get("note")), lambda: False)
+        assert "word gap 0.500" in notes[0]
+    finally:
+        engine.close()

@@ -156,6 +156,10 @@ class Engine:
 
         started = time.perf_counter()
         refs, note = self.references(req)
+        gap = self.writer_gap(req)
+        if self.model.writer_gap is not None:  # say which word gap the model was given
+            note += (f"; word gap {gap:.3f} (the median of the writer's lines)" if gap is not None
+                     else "; word gap: the population's")
         png = base64.b64encode(strip_png(refs)).decode("ascii")
         emit("start", {"note": note, "references_png": f"data:image/png;base64,{png}",
                        "temperature": opts.temperature, "seed": opts.seed})
@@ -187,7 +191,7 @@ class Engine:
         writer_id = req.writer or "drawn"
         (sentence,) = generate_sentences(self.model, [req.text], torch.from_numpy(refs), opts,
                                          writer_id=writer_id, id_prefix="studio",
-                                         on_step=on_step, writer_gap=self.writer_gap(req))
+                                         on_step=on_step, writer_gap=gap)
         flush()
         return Written(sentence, note, float(clock["first"] or 0.0),
                        time.perf_counter() - started, int(clock["steps"]))
