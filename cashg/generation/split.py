@@ -64,14 +64,14 @@ def folder_writer_gap(split_dir: Path, writer: str) -> float | None:
     a ``model.writer_gap`` model written with a split's references outside the pipeline's
     stages (``cashg generate --writer``, the studio)."""
     from cashg.core.ink import InkFile
-    from cashg.core.pen_states import line_word_gaps, space_spans, writer_word_gap
+    from cashg.core.pen_states import line_word_gaps, space_gaps, space_spans, writer_word_gap
     from cashg.core.subsets.readers import SentenceReader
 
     split_dir = Path(split_dir)
     if (split_dir / "gt.h5").is_file():
         with InkFile(split_dir / "gt.h5") as f:
-            lines = [s for s in f if s.writer_id == writer]
-        return writer_gaps(lines, leave_out=False)[0] if lines else None
+            return writer_word_gap([space_gaps(s.text, s.xy, s.char_index) for s in f
+                                    if s.writer_id == writer])
     if not (split_dir / "sentence.h5").is_file():
         return None
     with SentenceReader(split_dir / "sentence.h5") as reader:
