@@ -186,7 +186,10 @@ def test_the_gap_points_weight_multiplies_their_nll_alone():
     grouped = grouped_sequence_loss_at(p, target, pen, rows, group, 1, x_only=only, x_weight=3.0)
     assert float(grouped["mdn"][0]) == pytest.approx(float(expect), rel=1e-12)
     with pytest.raises(ValueError, match="space_gap_weight"):
-        TrainConfig(space_gap_weight=0.0)
+        TrainConfig(space_gap_weight=0.0, space_gap_x_only=True)
+    with pytest.raises(ValueError, match="space_gap_x_only"):  # a weight no loss would read
+        TrainConfig(space_gap_weight=5.0, space_gap_x_only=False)
+    assert TrainConfig(space_gap_weight=5.0, space_gap_x_only=True).space_gap_weight == 5.0
 
 
 def test_space_gap_points_are_a_spaces_later_points():

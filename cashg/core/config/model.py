@@ -267,6 +267,10 @@ class TrainConfig:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
         if self.space_gap_weight <= 0:
             raise ValueError(f"train.space_gap_weight must be > 0, got {self.space_gap_weight}")
+        if self.space_gap_weight != 1.0 and not self.space_gap_x_only:
+            raise ValueError(f"train.space_gap_weight {self.space_gap_weight} weights the gap "
+                             "point's x-marginal NLL, which only train.space_gap_x_only: true "
+                             "computes; set it, or leave the weight at 1")
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")
