@@ -100,10 +100,21 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
             only = space_gap_points(b.codepoints, b.pen.shape[-1]) if gap_x_only else None
             if gap_x_only and stream != "char":
                 assert bool((only & targets).any())  # the variant is exercised
-            seq = sequence_loss(p, b.deltas, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
+            goal = b.deltas
+            if model.gap_unit is not None:  # model.relative_gap: gaps in the writer's units
+                goal = b.deltas.clone()
+                for i in range(goal.shape[0]):
+                    g = float(b.writer_gap[i])
+                    unit = g if np.isfinite(g) and g > 0 else float(model.gap_unit.scale)
+                    for s, cp in enumerate(b.codepoints[i].tolist()):
+                        if chr(cp) == " ":
+                            goal[i, s, 1:, 0] = b.deltas[i, s, 1:, 0] / unit
+                if stream == "sentence":  # the variant is exercised
+                    assert not torch.equal(goal, b.deltas)
+            seq = sequence_loss(p, goal, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
             if space_weight != 1.0:  # the gap points' x-marginal NLL, counted space_weight times
                 gaps = only & targets
-                extra = -mixture_log_prob_x(p, b.deltas[..., 0])[gaps].sum() / targets.sum()
+                extra = -mixture_log_prob_x(p, goal[..., 0])[gaps].sum() / targets.sum()
                 seq = {**seq, "mdn": seq["mdn"] + (space_weight - 1.0) * extra,
                        "seq": seq["seq"] + (space_weight - 1.0) * extra}
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
@@ -138,33 +149,37 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-# (..., gap_x_only, gap_head, space_gap_weight): the variants at a stage-2 and a stage-3 step,
-# the gap head (model.gap_head) where it has no gap to learn (stage 1) and where it has
-# (stage 3), and the gap points weighted (train.space_gap_weight) where sentences have gaps
-GAP_STEPS = ([(*s, False, False, 1.0) for s in STEPS]
-             + [(*s, True, False, 1.0) for s in STEPS if s[0] in (2, 12)]
-             + [(*s, True, True, 1.0) for s in STEPS if s[0] in (0, 12)]
-             + [(*s, True, False, 2.5) for s in STEPS if s[0] == 12])
+# (..., gap_x_only, gap_head, space_gap_weight, relative_gap): the variants at a stage-2 and a
+# stage-3 step, the gap head (model.gap_head) where it has no gap to learn (stage 1) and where
+# it has (stage 3), the gap points weighted (train.space_gap_weight) where sentences have
+# gaps, and gaps in the writer's units (model.relative_gap) with and without the weight
+GAP_STEPS = ([(*s, False, False, 1.0, False) for s in STEPS]
+             + [(*s, True, False, 1.0, False) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True, 1.0, False) for s in STEPS if s[0] in (0, 12)]
+             + [(*s, True, False, 2.5, False) for s in STEPS if s[0] == 12]
+             + [(*s, True, False, w, True) for s in STEPS if s[0] == 12 for w in (1.0, 2.5)])
 GAP_WEIGHT = 0.6
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head, space_weight", GAP_STEPS,
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head, space_weight, relative",
+                         GAP_STEPS,
                          ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
                               f"{'-gap_head' if s[5] else ''}"
-                              f"{'-space_gap_weight' if s[6] != 1 else ''}" for s in GAP_STEPS])
+                              f"{'-space_gap_weight' if s[6] != 1 else ''}"
+                              f"{'-relative_gap' if s[7] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
                                                            micro, coef, gap_x_only, gap_head,
-                                                           space_weight):
+                                                           space_weight, relative):
     cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, gap_weight=GAP_WEIGHT,
                               space_gap_weight=space_weight)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
-    model_cfg = dataclasses.replace(TINY, gap_head=gap_head)
+    model_cfg = dataclasses.replace(TINY, gap_head=gap_head, relative_gap=relative)
     trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
                                                                   progress=False))
-    if gap_head:  # started at the training sentences' median gap
-        assert float(trainer.model.gap.scale) == pytest.approx(
-            float(np.median(train.init_gaps())))
-        assert 0.05 < float(trainer.model.gap.scale) < 1.5
+    scaled = trainer.model.gap if gap_head else trainer.model.gap_unit
+    if scaled is not None:  # started at / the unknown unit is the training sentences' median
+        assert float(scaled.scale) == pytest.approx(float(np.median(train.init_gaps())))
+        assert 0.05 < float(scaled.scale) < 1.5
     batches = trainer.source.iteration(t)
     # the curriculum's streams and micro-batches (ratio 1:0:0, 1:1:0, 1:1:A)
     assert {s: len(v) for s, v in batches.items()} == micro

@@ -49,7 +49,8 @@ def _step(subsets: Path, tmp: Path, t: int, model=TINY) -> tuple[dict, dict, dic
     return want, got, pairs
 
 
-CASES = [(t, None) for t in sorted(STEPS)] + [(5, "gap_head"), (5, "writer_gap")]
+CASES = [(t, None) for t in sorted(STEPS)] + [(5, o) for o in ("gap_head", "writer_gap",
+                                                                 "relative_gap")]
 
 
 @pytest.mark.parametrize("t, option", CASES,

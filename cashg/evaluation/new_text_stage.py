@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         with InkFile(gt_path) as gt:
             reference = [s for s in gt if s.writer_id in set(writers)]
         prompts = deal_prompts(sentences, writers, ncfg.per_writer) if sentences else []
-        if cfg.writer_gap:  # model.writer_gap: each writer's word gap from its real lines
+        if cfg.reads_writer_gap:  # each writer's word gap from its real lines
             gap_of = dict(zip((s.writer_id for s in reference),
                               writer_gaps(reference, leave_out=False)))
             prompts = [p._replace(word_gap=gap_of.get(p.writer_id)) for p in prompts]

@@ -161,13 +161,13 @@ def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
     gap = None
-    if model.writer_gap is not None:  # model.writer_gap: the writer's gap from its lines
+    if model.reads_writer_gap:  # model.writer_gap / relative_gap: the writer's gap from its lines
         from cashg.generation.split import folder_writer_gap
 
         gap = folder_writer_gap(args.style_h5.parent, args.writer) if args.writer else None
         print("cashg generate: word gap " + (
             f"{gap:.3f}, the median of writer {args.writer}'s lines in {args.style_h5.parent}"
-            if gap is not None else "unknown: the population's (model.writer_gap reads it"
+            if gap is not None else "unknown: the population's (the model reads it"
             " from a writer's lines beside --style-h5)"), file=sys.stderr)
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
                                             options, writer_id=str(writer), writer_gap=gap)

@@ -41,7 +41,10 @@ word gap; sampled, its lower tail writes words together (the demo model at tempe
 The random draws are made as without it, so the other characters' stream is unchanged.
 Whatever the options, a space's points after its first get dy = 0: the pseudo-points of a
 space lie at one height by construction (cashg.core.pen_states), and a model trained with
-``train.space_gap_x_only`` has learned only the x offset (the gap) there.
+``train.space_gap_x_only`` has learned only the x offset (the gap) there. A model with
+``model.relative_gap`` draws that x offset in units of the sentence's writer gap (the
+population's where unknown), and it is multiplied back before the decoder reads it
+(:class:`cashg.model.writer_gap.WriterGapUnit`).
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -206,12 +209,13 @@ def sample(
     style_images: torch.Tensor,  # (B, R, H, W)
     opts: SamplingOptions = DEFAULTS,
     on_step: StepCallback | None = None,
-    writer_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.writer_gap)
+    writer_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.reads_writer_gap)
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
     :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
-    by a model with ``model.writer_gap`` (None: every writer at the population's gap)."""
+    by a model with ``model.writer_gap`` or ``model.relative_gap`` (None: every writer at the
+    population's gap)."""
     _check(opts)
     was_training = model.training
     model.eval()
@@ -260,6 +264,9 @@ class _Rows:
         mem_kv = dec.memory_kv(writer_memory, style.glyph_memory)  # (U, h, M, dh)
         # (B,) each sentence's word gap from its style memory (model.gap_head), or None
         self.gap = model.gap(style.writer_memory)[mem_row] if model.gap is not None else None
+        # (B,) each sentence's gap unit (model.relative_gap: its writer's gap), or None
+        self.unit = (model.gap_unit.units(writer_gap, b) if model.gap_unit is not None
+                     else None)
         if opts.use_cache:
             self.memory = dec.step_memory(
                 mem_kv, mem_row, (self.ctx, char_mask, torch.arange(b, device=dev)))
@@ -467,6 +474,9 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
             delta = torch.where(at_mode[:, None], mode, delta)
         on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
         delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)
+        if rows.unit is not None:  # model.relative_gap: the gap, drawn in writer units
+            scale = torch.where(on_line, rows.unit[rows.ids].to(delta), 1.0)  # (W,)
+            delta = delta * F.pad(scale[:, None], (0, 1), value=1.0)
         if rows.gap is not None:  # the gap point (a space's second): the gap head's gap
             gap = F.pad(rows.gap[rows.ids, None], (0, 1))  # (W, 2): (gap, 0)
             delta = torch.where((on_line & (rows.t == 1))[:, None], gap, delta)
@@ -519,7 +529,7 @@ def generate_sentences(
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
     ``on_step`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a model with
-    ``model.writer_gap`` (None: the population's)."""
+    ``model.writer_gap`` or ``model.relative_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:

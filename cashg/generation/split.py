@@ -138,6 +138,6 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
         gts = gts[: gcfg.limit]
-    gaps = writer_gaps(gts, leave_out=True) if cfg.writer_gap else [None] * len(gts)
+    gaps = writer_gaps(gts, leave_out=True) if cfg.reads_writer_gap else [None] * len(gts)
     prompts = [Prompt(s.sentence_id, s.writer_id, s.text, g) for s, g in zip(gts, gaps)]
     return generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress), gts

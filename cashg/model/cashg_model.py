@@ -26,7 +26,7 @@ from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
 from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
-from cashg.model.writer_gap import WriterGapInput
+from cashg.model.writer_gap import WriterGapInput, WriterGapUnit
 
 
 @dataclass
@@ -66,6 +66,20 @@ class CASHG(nn.Module):
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
         self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
         self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
+        self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
+
+    @property
+    def reads_writer_gap(self) -> bool:
+        """Whether each writer's measured word gap changes what the model writes."""
+        return self.writer_gap is not None or self.gap_unit is not None
+
+    def mixture_targets(self, batch: CharSequenceBatch) -> torch.Tensor:
+        """(B, S, T, 2) the offsets the mixture is scored on: ``batch.deltas``, with a
+        space's gap in units of the writer's gap under ``model.relative_gap``
+        (:class:`~cashg.model.writer_gap.WriterGapUnit`)."""
+        if self.gap_unit is None:
+            return batch.deltas
+        return self.gap_unit.targets(batch.deltas, batch.codepoints, batch.writer_gap)
 
     def decoder_memory(self, writer_memory: torch.Tensor,
                        writer_gap: torch.Tensor | None) -> torch.Tensor:

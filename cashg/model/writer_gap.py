@@ -1,4 +1,5 @@
-"""A writer's word gap as a style input (``model.writer_gap``; not in the paper).
+"""A writer's word gap, measured on its other lines: a style input (``model.writer_gap``), and
+the unit of a space's gap (``model.relative_gap``, :class:`WriterGapUnit`); neither in the paper.
 
 A writer's spacing cannot be seen in its style references, which are single glyphs, and the
 demo model writes about the population's gap for every writer: the widest spacers get 0.55-0.60
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
+from cashg.core.pen_states import WHITESPACE
 
 LOG_RANGE = 3.0  # inputs are clamped to e^-3 .. e^3 times the data's median gap
 
@@ -45,3 +48,45 @@ class WriterGapInput(nn.Module):
             gaps = writer_memory.new_full(writer_memory.shape[:1], float("nan"))
         shift = self.proj(self.features(gaps)).to(writer_memory.dtype)  # (B, D)
         return writer_memory + shift[:, None, :]
+
+
+class WriterGapUnit(nn.Module):
+    """A space's gap point in units of the writer's word gap (``model.relative_gap``; not in
+    the paper).
+
+    The model trained in the ink's units writes a writer it did not see at about the
+    population's gap, whatever the gap point's weight: its references (single glyphs) carry
+    no spacing, and a writer-gap input is read weakly (docs/legibility.md, "Placement").
+    Here the mixture's x offset at a space's later points (the gap, cashg.core.pen_states) is
+    the gap divided by the writer's measured gap (the median of its other lines), so the model
+    learns a ratio near 1 and its context, and the sampler multiplies the ratio back: a writer
+    gets its own spacing by construction. ``scale`` is the training sentences' median gap
+    (set before training), the unit of a writer whose gap is unknown (NaN: a writer without
+    lines, such as a studio user's glyphs). Every other point stays in the ink's units, and the
+    decoder's inputs are the real offsets (teacher forcing and sampling alike)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(()))  # the data's median gap (init)
+
+    def units(self, gaps: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """(B,) each sample's gap unit: its writer's gap ``gaps`` (B,) where known and
+        positive, else ``scale`` (``gaps`` None: every sample's is unknown)."""
+        if gaps is None:
+            return self.scale.expand(batch).clone()
+        g = gaps.to(self.scale.dtype)
+        return torch.where(torch.isfinite(g) & (g > 0), g, self.scale)
+
+    def targets(self, deltas: torch.Tensor, codepoints: torch.Tensor,
+                gaps: torch.Tensor | None) -> torch.Tensor:
+        """(B, S, T, 2) the mixture's targets: ``deltas`` (B, S, T, 2) with the x offset of
+        each whitespace character's points after its first (its gap) divided by the sample's
+        unit (:meth:`units`); ``codepoints`` (B, S). Dense, no host synchronisation."""
+        b, _, t, _ = deltas.shape
+        space = torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))  # (B, S)
+        later = torch.arange(t, device=deltas.device) >= 1  # (T,)
+        gap_point = space[..., None] & later  # (B, S, T)
+        unit = self.units(gaps, b).to(deltas.dtype)  # (B,)
+        scaled_x = deltas[..., 0] / unit[:, None, None]  # (B, S, T)
+        x = torch.where(gap_point, scaled_x, deltas[..., 0])
+        return torch.stack([x, deltas[..., 1]], -1)

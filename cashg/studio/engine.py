@@ -129,10 +129,10 @@ class Engine:
         return images[idx].astype(np.float32) / 255.0, note
 
     def writer_gap(self, req: WriteRequest) -> float | None:
-        """The word gap a ``model.writer_gap`` model is given: the median of a known writer's
+        """The word gap a ``model.writer_gap`` / ``relative_gap`` model is given: the median of a known writer's
         lines beside its references (memoised); None (the population's) for drawn glyphs, a
         writer without lines, or a model without the input."""
-        if self.model.writer_gap is None or req.writer is None:
+        if not self.model.reads_writer_gap or req.writer is None:
             return None
         with self._lock:
             if req.writer in self._gaps:
@@ -157,7 +157,7 @@ class Engine:
         started = time.perf_counter()
         refs, note = self.references(req)
         gap = self.writer_gap(req)
-        if self.model.writer_gap is not None:  # say which word gap the model was given
+        if self.model.reads_writer_gap:  # say which word gap the model was given
             note += (f"; word gap {gap:.3f} (the median of the writer's lines)" if gap is not None
                      else "; word gap: the population's")
         png = base64.b64encode(strip_png(refs)).decode("ascii")

@@ -151,7 +151,8 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
     out = model(batch, groups=list(sizes), plan=plan.forward)
     with torch.autocast(batch.pen.device.type, enabled=False):
         p = float_params(out.params)
-        seq = grouped_sequence_loss_at(p, batch.deltas, batch.pen, plan.point_rows,
+        net = getattr(model, "module", model)  # DDP wraps the model
+        seq = grouped_sequence_loss_at(p, net.mixture_targets(batch), batch.pen, plan.point_rows,
                                        plan.point_group, n_rows, cfg.lambda_pen,
                                        cfg.pen_class_weights, plan.x_only,
                                        cfg.space_gap_weight)

@@ -168,7 +168,10 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     mask = batch.point_mask & batch.target_mask[..., None]
     x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
               else None)  # (B, S, T)
-    seq = sequence_loss(p, batch.deltas, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
+    # the model itself: DDP wraps it, and a partial binds its reference mode (tests)
+    net = getattr(model, "module", getattr(model, "func", model))
+    targets = net.mixture_targets(batch)  # (B, S, T, 2)
+    seq = sequence_loss(p, targets, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
                         x_only, cfg.space_gap_weight)
     res = dict(seq)
     if out.gap is not None:  # model.gap_head: its L1 loss joins the sequence loss
@@ -265,10 +268,10 @@ class Trainer:
         # style references per sample: the model's number, in training and evaluation alike
         self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world,
                                   style_refs=model_cfg.style_refs,
-                                  writer_gap=model_cfg.writer_gap)
+                                  writer_gap=model_cfg.reads_writer_gap)
         self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL,
                                        style_refs=model_cfg.style_refs,
-                                       writer_gap=model_cfg.writer_gap)
+                                       writer_gap=model_cfg.reads_writer_gap)
                            if val_data is not None else None)
         torch.manual_seed(cfg.seed)
         model = CASHG(model_cfg)
@@ -277,8 +280,9 @@ class Trainer:
             data_scaled_init(model, offset_scale(chars), position_scale(chars),
                              jump_scale(chars))
         # model.gap_head starts at the data's median gap; model.writer_gap's inputs are
-        # relative to it
-        scaled = [m.scale for m in (model.gap, model.writer_gap) if m is not None]
+        # relative to it; it is model.relative_gap's unit where a writer's gap is unknown
+        scaled = [m.scale for m in (model.gap, model.writer_gap, model.gap_unit)
+                  if m is not None]
         if scaled:
             median_gap = gap_scale(train_data.init_gaps())
             for scale in scaled:

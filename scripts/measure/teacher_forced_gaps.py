@@ -1,8 +1,9 @@
 """What gap a trained model expects where the writer really left one: per writer, its sentences
 teacher-forced whole (each with the writer's style references as generation draws them and,
-for a ``model.writer_gap`` model, the writer's gap from its other lines), and at every space's
-gap point (its second pseudo-point) the median / mode / mean of the mixture's x marginal,
-against the writer's median gap (docs/legibility.md, "A writer's gap as an input").
+for a ``model.writer_gap`` / ``model.relative_gap`` model, the writer's gap from its other
+lines), and at every space's gap point (its second pseudo-point) the median / mode / mean of
+the mixture's x marginal (``model.relative_gap``: times the writer's gap, the unit it is drawn
+in), against the writer's median gap (docs/legibility.md, "A writer's gap as an input").
 
     python scripts/measure/teacher_forced_gaps.py --split results/subsets/dsd/train \\
         [--writers brush:7 brush:8 brush:9] --checkpoint A/model.pt [B/model.pt ...]
@@ -52,7 +53,7 @@ def writer_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, n
     samples = []
     for i in data.by_writer["sentence"][writer]:
         it = data.item("sentence", i)
-        gap = data.writer_gap(writer, i) if cfg.writer_gap else None
+        gap = data.writer_gap(writer, i) if cfg.reads_writer_gap else None
         samples.append(SequenceSample(it.text, sentence_chars(*it.raw, len(it.text)), refs, 0,
                                       writer_gap=gap))
     real, pred = [], []
@@ -63,7 +64,11 @@ def writer_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, n
         space = torch.isin(batch.codepoints, torch.tensor([32]))[..., None]
         at = space & (torch.arange(batch.pen.shape[-1]) == 1) & batch.point_mask  # (B, S, T)
         real.append(batch.deltas[at][:, 0].numpy())
-        pred.append(marginal_stats(p.log_pi[at], p.mu[at][..., 0], p.sigma[at][..., 0]))
+        stats = marginal_stats(p.log_pi[at], p.mu[at][..., 0], p.sigma[at][..., 0])
+        if model.gap_unit is not None:  # model.relative_gap: the mixture's gap in writer units
+            unit = model.gap_unit.units(batch.writer_gap, len(at))[:, None, None].expand(at.shape)
+            stats = stats * unit[at].numpy()[:, None]
+        pred.append(stats)
     return np.concatenate(real), np.concatenate(pred)
 
 

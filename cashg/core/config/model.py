@@ -83,6 +83,12 @@ class ModelConfig:
     # memory that the decoder reads; off = the writer is known from its glyph images only
     # (the paper's). cashg/model/writer_gap.py
     writer_gap: bool = False
+    # a space's gap point predicted in units of the writer's word gap (the median gap of its
+    # other lines; the training sentences' median where unknown): the mixture's x target at
+    # the gap is divided by it and a sampled gap multiplied by it, so a writer the model did
+    # not see still gets its own spacing; off = in the ink's units, as every point (the
+    # paper's). cashg/model/writer_gap.py (WriterGapUnit)
+    relative_gap: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -107,6 +113,15 @@ class ModelConfig:
             raise ValueError(f"model.style_refs must be >= 1, got {self.style_refs}")
         if self.context_layers < 0:
             raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
+        if self.relative_gap and self.gap_head:
+            raise ValueError("model.relative_gap and model.gap_head are exclusive: each writes "
+                             "a space's gap its own way")
+
+    @property
+    def reads_writer_gap(self) -> bool:
+        """Whether the model is given each writer's measured word gap (``writer_gap`` or
+        ``relative_gap``)."""
+        return self.writer_gap or self.relative_gap
 
 
 @dataclass(frozen=True)
