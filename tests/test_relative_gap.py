@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_writer_gap import reread_batch
 
 from cashg.core.config.model import ModelConfig
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.losses import most_probable_mean, space_gap_points
 from cashg.model import CASHG
-from cashg.model.batch import SequenceSample, collate
 from cashg.model.presets import TINY, with_changes
 from cashg.model.writer_gap import WriterGapUnit
 
@@ -105,13 +105,7 @@ def test_greedy_samples_are_the_teacher_forced_modes_in_writer_units():
     m = _model()
     gaps = torch.tensor([0.3, 0.8, float("nan")])
     res, imgs = _sample(m, gaps)
-    samples = []
-    for i, text in enumerate(TEXTS):
-        pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
-        chars = [pts[res.char_index[i] == c] for c in range(len(text))]
-        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i,
-                                      writer_gap=float(gaps[i]) if i < 2 else None))
-    batch = collate(samples)
+    batch = reread_batch(res, imgs, TEXTS, [0.3, 0.8, None])
     with torch.no_grad():
         mode = most_probable_mean(m(batch).params)  # (B, S, T, 2)
     sel = batch.point_mask

@@ -159,19 +159,24 @@ def test_a_model_without_the_option_ignores_the_gaps():
         np.testing.assert_array_equal(a.deltas[i], b.deltas[i])
 
 
+def reread_batch(res, imgs: torch.Tensor, texts: list[str], gaps: list[float | None]):
+    """The batch that teacher-forces sampled sentences ``res`` (their references ``imgs``
+    (B, R, H, W) and writer gaps ``gaps``, None = unknown) again."""
+    samples = []
+    for i, text in enumerate(texts):
+        pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
+        chars = [pts[res.char_index[i] == c] for c in range(len(text))]
+        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i, writer_gap=gaps[i]))
+    return collate(samples)
+
+
 def test_greedy_samples_are_the_teacher_forced_modes_with_the_gap():
     """Sampling and teacher forcing condition alike: re-reading greedy samples with
     ``forward`` (the batch carrying the same gaps) gives the sampled offsets as modes."""
     m = _model()
     gaps = torch.tensor([0.3, 0.8, 0.3])
     res, imgs = _sample(m, gaps)
-    samples = []
-    for i, text in enumerate(TEXTS):
-        pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
-        chars = [pts[res.char_index[i] == c] for c in range(len(text))]
-        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i,
-                                      writer_gap=float(gaps[i])))
-    batch = collate(samples)
+    batch = reread_batch(res, imgs, TEXTS, gaps.tolist())
     with torch.no_grad():
         mode = most_probable_mean(m(batch).params)
         wrong = most_probable_mean(m(dataclasses.replace(
