@@ -129,9 +129,9 @@ class Engine:
         return images[idx].astype(np.float32) / 255.0, note
 
     def writer_gap(self, req: WriteRequest) -> float | None:
-        """The word gap a ``model.writer_gap`` / ``relative_gap`` model is given: the median of a known writer's
-        lines beside its references (memoised); None (the population's) for drawn glyphs, a
-        writer without lines, or a model without the input."""
+        """The word gap a ``model.writer_gap`` / ``relative_gap`` model is given: the median
+        of a known writer's lines beside its references (memoised); None (the population's)
+        for drawn glyphs, a writer without lines, or a model that does not read it."""
         if not self.model.reads_writer_gap or req.writer is None:
             return None
         with self._lock:
