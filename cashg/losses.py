@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from cashg.core.pen_states import WHITESPACE
 from cashg.model.gmm_head import MixtureParams
+from cashg.model.writer_gap import space_gap_points
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
 LAMBDA_PEN = 1.5
@@ -109,15 +110,6 @@ def group_mean(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torc
     total = values.new_zeros(n_groups).index_add(0, group, values)
     count = values.new_zeros(n_groups).index_add(0, group, torch.ones_like(values))
     return total / count.clamp(min=1.0)
-
-
-def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
-    """(B, S, T) bool: the points of whitespace characters after their first. A space's
-    pseudo-points lie at one height (cashg.core.pen_states), so their dy is 0 by
-    construction; the x offset of the second point is the word gap."""
-    space = torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))  # (B, S)
-    later = torch.arange(n_points, device=codepoints.device) >= 1  # (T,)
-    return space[..., None] & later
 
 
 def gap_targets(codepoints: torch.Tensor, point_mask: torch.Tensor,

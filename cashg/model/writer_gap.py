@@ -26,6 +26,15 @@ from cashg.core.pen_states import WHITESPACE
 LOG_RANGE = 3.0  # inputs are clamped to e^-3 .. e^3 times the data's median gap
 
 
+def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
+    """(B, S, T) bool: the points of whitespace characters after their first. A space's
+    pseudo-points lie at one height (cashg.core.pen_states), so their dy is 0 by
+    construction; the x offset of the second point is the word gap."""
+    space = torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))  # (B, S)
+    later = torch.arange(n_points, device=codepoints.device) >= 1  # (T,)
+    return space[..., None] & later
+
+
 class WriterGapInput(nn.Module):
     """Writer memory (B, M, D) and word gaps (B,) (NaN = unknown) -> conditioned memory."""
 
@@ -83,9 +92,7 @@ class WriterGapUnit(nn.Module):
         each whitespace character's points after its first (its gap) divided by the sample's
         unit (:meth:`units`); ``codepoints`` (B, S). Dense, no host synchronisation."""
         b, _, t, _ = deltas.shape
-        space = torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))  # (B, S)
-        later = torch.arange(t, device=deltas.device) >= 1  # (T,)
-        gap_point = space[..., None] & later  # (B, S, T)
+        gap_point = space_gap_points(codepoints, t)  # (B, S, T)
         unit = self.units(gaps, b).to(deltas.dtype)  # (B,)
         scaled_x = deltas[..., 0] / unit[:, None, None]  # (B, S, T)
         x = torch.where(gap_point, scaled_x, deltas[..., 0])
