@@ -30,9 +30,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from cashg.core.pen_states import WHITESPACE
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.writer_gap import space_gap_points
+from cashg.model.writer_gap import space_gap_points, whitespace
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
 LAMBDA_PEN = 1.5
@@ -266,9 +265,7 @@ def vdl_terms(pred: torch.Tensor, gt: torch.Tensor,
 def boundary_mask(codepoints: torch.Tensor, char_mask: torch.Tensor,
                   point_mask: torch.Tensor) -> torch.Tensor:
     """(B, S-1) True where characters s-1 and s form a valid VDL boundary."""
-    ok = char_mask & point_mask.any(-1)
-    for c in WHITESPACE:
-        ok = ok & (codepoints != c)
+    ok = char_mask & point_mask.any(-1) & ~whitespace(codepoints)
     return ok[:, :-1] & ok[:, 1:]
 
 

@@ -295,8 +295,10 @@ def test_without_a_gpu_the_real_backend_fails_over_to_eager(subsets: Path, tmp_p
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a real capture needs a GPU")
 def test_a_capture_that_fails_inside_the_capture_leaves_the_stream_and_allocator_usable():
     """A body that fails mid-capture (a host read is not allowed while a stream captures):
-    the error reaches the caller, the caller's stream is current again, and the shared pool
-    and side stream still capture and replay a body that works."""
+    the error reaches the caller, the caller's stream is current again, the random generator
+    draws eagerly what it would have drawn without the attempt (the warm-up's draw undone by
+    ``restore``), and the side stream and a memory pool still capture and replay a body that
+    works."""
     from cashg.training.graphed import CudaGraphs
 
     backend = CudaGraphs(warmup=1)
@@ -304,17 +306,22 @@ def test_a_capture_that_fails_inside_the_capture_leaves_the_stream_and_allocator
     capturing = [False]
 
     def failing():
-        y = x * 2
+        y = x * 2 + torch.rand(8, device="cuda")  # a draw, as dropout makes
         if capturing[0]:
             y.sum().item()  # a device-to-host read: forbidden inside a capture
         capturing[0] = True  # the warm-up ran; the next call is the capture
         return y
 
+    torch.cuda.manual_seed(7)
+    before = torch.cuda.get_rng_state()
+    expected = torch.rand(8, device="cuda")
+    torch.cuda.set_rng_state(before)
     caller = torch.cuda.current_stream()
     with pytest.raises(RuntimeError):
-        backend.capture(failing, lambda: None)
+        backend.capture(failing, lambda: torch.cuda.set_rng_state(before))
     assert torch.cuda.current_stream() == caller
     assert float((x + 1).sum()) == 16.0  # the stream and the allocator work eagerly
+    assert torch.equal(torch.rand(8, device="cuda"), expected)
     replay, out = backend.capture(lambda: x * 3, lambda: None)
     x.fill_(2.0)
     replay()

@@ -11,7 +11,7 @@ non-blocking copies (:func:`cashg.training.packed.place`). Tested here on the CP
 - the step given its plan (forward, losses, backward, clipping: what a CUDA graph captures)
   dispatches no operation whose output size or value the host must read back.
 
-On a GPU, ``torch.cuda.set_sync_debug_mode("error")`` around a replayed step checks the
+On a GPU, ``torch.cuda.set_sync_debug_mode("warn")`` around a replayed step checks the
 same directly (the last test; it runs where CUDA is present).
 """
 
@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import traceback
+import warnings
 from pathlib import Path
 
 import pytest
@@ -130,12 +132,34 @@ def test_a_steps_inputs_travel_as_one_buffer_and_read_back_whole(subsets: Path, 
     assert all(a is b for a, b in zip(inputs, host_to_all(inputs, "cpu")))
 
 
+@contextlib.contextmanager
+def sync_points():
+    """Under ``set_sync_debug_mode("warn")``: the Python stack of each host synchronisation
+    (distinct ones), so that one run on a lent GPU names every one of them, not the first."""
+    stacks: list[str] = []
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        stack = "".join(traceback.format_stack(limit=14)[:-1])
+        if "called a synchronizing" in str(message) and stack not in stacks:
+            stacks.append(stack)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield stacks
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the sync check needs a GPU")
 def test_a_replayed_step_makes_no_host_synchronisation(subsets: Path, tmp_path):
     """The whole training step of a replayed iteration, as the loop runs it between a log and
     the next (plan built on the host, copied in without blocking, the capture replayed, the
     update applied or skipped on the device, the values sent back without waiting), under
-    ``set_sync_debug_mode("error")``; the values are read afterwards."""
+    ``set_sync_debug_mode("warn")``, every synchronisation recorded with its stack; the
+    values are read afterwards."""
     cfg = dataclasses.replace(CFG, cuda_graphs=True, ema_decay=0.9, ema_start=1)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
     trainer = Trainer(TINY, cfg, train, tmp_path, RunOptions(device="cuda", track=False,
@@ -147,11 +171,9 @@ def test_a_replayed_step_makes_no_host_synchronisation(subsets: Path, tmp_path):
     batches = trainer.source.iteration(t)  # the same signature: this step replays
     torch.cuda.synchronize()
     replays = trainer.graphed.stats.replays
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with sync_points() as stacks:
         pending = trainer.train_step(t, batches, defer=True)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    assert not stacks, "host synchronisations at:\n\n" + "\n\n".join(stacks)
     assert trainer.graphed.stats.failure is None
     assert trainer.graphed.stats.replays == replays + 1 and trainer.deferred_steps == 1
     m = trainer.finish_step(pending)

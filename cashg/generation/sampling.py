@@ -73,22 +73,17 @@ import torch.nn.functional as F
 
 from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
-from cashg.core.pen_states import WHITESPACE
 from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import PointContext
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
+from cashg.model.writer_gap import whitespace
 
 PU, CURSIVE_EOC, EOC = 1, 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
 COMPACT_BELOW = 0.75  # drop finished rows from the step once fewer than this share is live
 DEFAULTS = SamplingOptions()  # the default sampling options (frozen)
 GREEDY = SamplingOptions(greedy=True)
-
-
-def whitespace(codepoints: torch.Tensor) -> torch.Tensor:
-    """(B, S) bool: which characters are whitespace (``WHITESPACE``)."""
-    return torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))
 
 
 @dataclass

@@ -29,7 +29,7 @@ from torch import nn
 from transformers import CanineConfig, CanineModel
 
 from cashg.core.config.model import ModelConfig
-from cashg.model.device import host_to
+from cashg.model.device import host_to, host_to_all
 from cashg.model.frozen_cache import RowCache
 
 log = logging.getLogger(__name__)
@@ -330,23 +330,25 @@ class CharacterContextEncoder(nn.Module):
         b, s = codepoints.shape
         if len(set(padded)) == 1:
             width = max(lengths)
-            states = self._encode_texts(host_to(codepoints[:, :width], device),
-                                        host_to(char_mask[:, :width], device))
+            states = self._encode_texts(codepoints[:, :width], char_mask[:, :width], device)
             return nn.functional.pad(states, (0, 0, 0, s - width))
         out = None
         for size in sorted(set(padded)):
             rows = [i for i, p in enumerate(padded) if p == size]
             width = max(lengths[i] for i in rows)
             idx = torch.tensor(rows)
-            states = self._encode_texts(host_to(codepoints[idx, :width], device),
-                                        host_to(char_mask[idx, :width], device))
+            states = self._encode_texts(codepoints[idx, :width], char_mask[idx, :width], device)
             if out is None:
                 out = states.new_zeros((b, s, states.shape[-1]))
             out[host_to(idx, device), :width] = states
         return out
 
-    def _encode_texts(self, codepoints: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
-        """(B, S, Hb) states of ``[CLS] text [SEP]`` for each row, the markers dropped."""
+    def _encode_texts(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                      device: torch.device) -> torch.Tensor:
+        """(B, S, Hb) states of ``[CLS] text [SEP]`` for each row, the markers dropped, on
+        ``device``. The ids are laid out where ``codepoints`` lives and copied once: from
+        host tensors (the training step's) without a host synchronisation (an index write
+        of a Python scalar into a GPU tensor copies the scalar from pageable memory)."""
         b = codepoints.shape[0]
         cls = torch.full((b, 1), CLS_CODEPOINT, dtype=codepoints.dtype, device=codepoints.device)
         lengths = char_mask.sum(dim=1)  # (B,)
@@ -356,6 +358,7 @@ class CharacterContextEncoder(nn.Module):
         mask = torch.cat([torch.ones_like(cls, dtype=torch.bool), char_mask,
                           torch.zeros_like(cls, dtype=torch.bool)], dim=1)
         mask[torch.arange(b, device=ids.device), lengths + 1] = True
+        ids, mask = host_to_all([ids, mask], device)
         return self._backbone(ids, mask)[:, 1:-1]
 
     def context(self, codepoints: torch.Tensor, char_mask: torch.Tensor,

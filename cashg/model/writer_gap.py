@@ -26,11 +26,21 @@ from cashg.core.pen_states import WHITESPACE
 LOG_RANGE = 3.0  # inputs are clamped to e^-3 .. e^3 times the data's median gap
 
 
+def whitespace(codepoints: torch.Tensor) -> torch.Tensor:
+    """(B, S) bool: which characters are whitespace (``WHITESPACE``). Compared with Python
+    scalars, not a tensor of the code points: no host-to-device copy, so the training step's
+    CUDA-graph capture may run it (a copy from pageable memory is refused while capturing)."""
+    space = codepoints == WHITESPACE[0]
+    for c in WHITESPACE[1:]:
+        space = space | (codepoints == c)
+    return space
+
+
 def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
     """(B, S, T) bool: the points of whitespace characters after their first. A space's
     pseudo-points lie at one height (cashg.core.pen_states), so their dy is 0 by
     construction; the x offset of the second point is the word gap."""
-    space = torch.isin(codepoints, codepoints.new_tensor(WHITESPACE))  # (B, S)
+    space = whitespace(codepoints)  # (B, S)
     later = torch.arange(n_points, device=codepoints.device) >= 1  # (T,)
     return space[..., None] & later
 

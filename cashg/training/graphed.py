@@ -54,10 +54,12 @@ class CudaGraphs:
     replay at a time, its outputs read before the next). ``warmup`` runs on the side stream
     first (lazy cuBLAS and autograd set-up must not happen during capture); ``restore`` undoes
     their effects. A body that fails *inside* the capture leaves the caller's stream current
-    again and its partial graph dropped before the error goes on (``torch.cuda.graph``'s exit
-    may itself raise before it restores the stream), so the eager fallback runs on a sound
-    stream and allocator; an error at replay (an illegal address) is sticky for the process
-    and no fallback recovers from it."""
+    again, its partial graph dropped, the memory pool's recording ended (later captures use a
+    fresh pool), the random generator out of capture mode and ``restore`` run before the
+    error goes on (``torch.cuda.graph``'s exit raises before it restores the stream, tells
+    the allocator or ends the generator's capture), so the eager fallback runs on a sound
+    stream, allocator and generator; an error at replay (an illegal address) is sticky for
+    the process and no fallback recovers from it."""
 
     def __init__(self, warmup: int = 2):
         self.warmup = warmup
@@ -81,11 +83,45 @@ class CudaGraphs:
                 out = fn()
         except BaseException:
             torch.cuda.set_stream(caller)
+            self._drop_pool()
+            _end_generator_capture()
             with contextlib.suppress(Exception):
                 graph.reset()
+            restore()
             raise
         restore()
         return graph.replay, out
+
+    def _drop_pool(self) -> None:
+        """After a capture that failed inside ``torch.cuda.graph``: its exit raised before it
+        told the allocator that the capture ended, so the pool still counts as being
+        recorded into and the next capture into it is refused ("already recording to
+        mempool_id", seen on an H200). End that recording and release the failed capture's
+        hold on the pool, then capture into a fresh pool from here on (the earlier
+        captures keep theirs)."""
+        device = torch.cuda.current_device()
+        end = getattr(torch._C, "_cuda_endAllocateToPool", None)
+        release = getattr(torch._C, "_cuda_releasePool", None)
+        try:
+            if end is not None:
+                end(device, self.pool)
+                if release is not None:
+                    release(device, self.pool)
+        except Exception:  # a torch without them, or a capture that ended after all
+            pass
+        self.pool = torch.cuda.graph_pool_handle()
+
+
+def _end_generator_capture() -> None:
+    """After a capture that failed inside ``torch.cuda.graph``: its exit raised before the
+    CUDA generator left capture mode, so eager random draws (dropout) would read the
+    capture's frozen seed and offset from then on: the fallback's losses drifted 5 % from
+    eager within one step (graphed_agreement.py, H200). The generator gets a copy of its
+    state out of capture mode (seed and offset kept); ``restore`` then puts back the state
+    from before the warm-ups."""
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    with contextlib.suppress(Exception):  # a torch without graph-safe generator states
+        gen.graphsafe_set_state(gen.clone_state())
 
 
 class Rerun:
