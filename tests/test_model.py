@@ -108,6 +108,41 @@ def test_frozen_backbone_cache_follows_the_weights(model):
         torch.testing.assert_close(a, w)
 
 
+def test_a_sentence_cache_gives_the_batched_states_and_encodes_each_text_once(model):
+    """The sentence cache of a frozen backbone (used on a GPU, where the backbone's own mask
+    building synchronises): the states of each text equal those encoded with its length
+    group, and a batch of texts already seen runs no backbone at all."""
+    from cashg.model.frozen_cache import TextStates
+
+    enc = model.text
+    cps, mask = _codes(["hello wor", "a much longer sentence", "hello wor", "abc"])
+    lengths = mask.sum(1).tolist()
+    batched = enc._batched_char_states(cps, mask, lengths, torch.device("cpu"))
+    cache, calls = TextStates(), []
+    backbone = enc._backbone
+
+    def counted(ids, m):
+        calls.append(ids.shape[0])
+        return backbone(ids, m)
+
+    enc._backbone = counted
+    try:
+        first = enc._long_text_states(cps, mask, lengths, torch.device("cpu"), cache)
+        assert calls == [1, 1, 1] and len(cache) == 3  # one text at a time, each once
+        again = enc._long_text_states(cps[[3, 0]], mask[[3, 0]], [lengths[3], lengths[0]],
+                                      torch.device("cpu"), cache)
+        assert calls == [1, 1, 1]  # all seen: no backbone
+    finally:
+        del enc._backbone
+    assert first.shape == batched.shape
+    torch.testing.assert_close(first, batched, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(again, first[[3, 0]])
+    small = TextStates(max_bytes=2 * 36)  # room for two rows of 9 floats
+    small.rows([("a",), ("b",)], lambda k: torch.zeros(9, 1))
+    small.rows([("c",)], lambda k: torch.zeros(9, 1))  # over the budget: the old ones go
+    assert list(small.states) == [("c",)] and small.nbytes == 36
+
+
 def test_causality_later_points_never_change_earlier_outputs(model, batch):
     base = model(batch).params
     changed = dataclasses.replace(batch, deltas=batch.deltas.clone())

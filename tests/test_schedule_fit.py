@@ -7,11 +7,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from cashg.core.config.model import TrainConfig
+from cashg.training.fit_schedule import step_seconds
 from cashg.training.schedules import (
     ITERATION_FIELDS,
     curriculum_stage,
@@ -120,3 +122,32 @@ def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_p
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["status"] == "completed" and summary["iterations"] == 6
     assert summary["resumed_from"] is not None and "stopped" not in summary
+
+
+class _FakeTrainer:
+    """Steps that take 0.1 s, or 1.0 s when they capture a CUDA graph (``captures_at``)."""
+
+    def __init__(self, captures_at: set[int], clock: list[float]):
+        self.captures_at, self.clock = captures_at, clock
+        self.graphed = SimpleNamespace(stats=SimpleNamespace(captures=0))
+        self.source = SimpleNamespace(iteration=lambda i: i)
+
+    def train_step(self, i: int, batches: int) -> None:
+        assert batches == i
+        captured = i in self.captures_at
+        if captured:
+            self.graphed.stats.captures += 1
+        self.clock[0] += 1.0 if captured else 0.1
+
+
+def test_the_fitted_rate_leaves_out_steps_that_captured_a_graph():
+    """Under train.static_shapes most of a stage's first steps capture a new shape: the
+    median of the steps that did not is the rate the stage trains at."""
+    clock = [0.0]
+    trainer = _FakeTrainer({10, 11, 12, 13, 15}, clock)  # 5 of the 8 timed steps capture
+    assert step_seconds(trainer, 8, 2, 8, lambda: clock[0]) == pytest.approx(0.1)
+    eager = _FakeTrainer(set(), clock)
+    eager.graphed = None  # train.cuda_graphs off
+    assert step_seconds(eager, 0, 2, 8, lambda: clock[0]) == pytest.approx(0.1)
+    every = _FakeTrainer(set(range(100)), clock)  # nothing but captures: those count
+    assert step_seconds(every, 0, 0, 4, lambda: clock[0]) == pytest.approx(1.0)

@@ -2,8 +2,9 @@
 short text are computed once per training run instead of once per batch.
 
 A frozen CANINE is a fixed function of its input, so its states of one code point (the
-character-identity path, paper Sec. 3.1) or of a one- or two-character text (the char and
-bigram streams' context path) never change while it stays frozen. Each key is computed ALONE
+character-identity path, paper Sec. 3.1) or of a text (the context path: a one- or
+two-character text of the char and bigram streams; on a GPU also a sentence,
+:class:`TextStates`) never change while it stays frozen. Each key is computed ALONE
 (a batch of one), so a cached value does not depend on which batch first asked for it, and a
 run resumed from a checkpoint (an empty cache) computes the same values an uninterrupted run
 had cached: exact resume holds.
@@ -57,3 +58,30 @@ class RowCache:
             self.table = grown
         self.table[n] = row
         self.index[key] = n
+
+
+class TextStates:
+    """Variable-length rows ((n, H) states of a text of n characters) by key, each kept as
+    its own tensor; ``max_bytes`` bounds the memory (the cache starts empty again when a
+    lookup's new rows would exceed it; values are recomputed identically)."""
+
+    def __init__(self, max_bytes: int = 1 << 30):
+        self.max_bytes = max_bytes
+        self.states: dict[Hashable, torch.Tensor] = {}
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def rows(self, keys: Sequence[Hashable],
+             compute: Callable[[Hashable], torch.Tensor]) -> list[torch.Tensor]:
+        """The states of every key, ``compute(key)`` for the ones not kept."""
+        missing = [k for k in dict.fromkeys(keys) if k not in self.states]
+        new = {k: compute(k).detach() for k in missing}
+        size = sum(v.numel() * v.element_size() for v in new.values())
+        if self.nbytes + size > self.max_bytes:
+            self.states = {k: v for k, v in self.states.items() if k in keys}
+            self.nbytes = sum(v.numel() * v.element_size() for v in self.states.values())
+        self.states.update(new)
+        self.nbytes += size
+        return [self.states[k] for k in keys]

@@ -30,7 +30,7 @@ from transformers import CanineConfig, CanineModel
 
 from cashg.core.config.model import ModelConfig
 from cashg.model.device import host_to, host_to_all
-from cashg.model.frozen_cache import RowCache
+from cashg.model.frozen_cache import RowCache, TextStates
 
 log = logging.getLogger(__name__)
 
@@ -172,16 +172,18 @@ class CharacterContextEncoder(nn.Module):
         """Changes whenever a backbone weight is written in place (e.g. load_state_dict)."""
         return sum(p._version for p in self.backbone.parameters())
 
-    def _caches(self) -> tuple[RowCache, RowCache] | None:
-        """The (code point, short text) caches of a frozen backbone, emptied when its weights
-        changed since they were filled; None for a trained backbone (nothing to cache)."""
+    def _caches(self) -> tuple[RowCache, RowCache, TextStates] | None:
+        """The (code point, short text, sentence) caches of a frozen backbone, emptied when
+        its weights changed since they were filled; None for a trained backbone (nothing to
+        cache)."""
         if not self.frozen:
             return None
         version = self._backbone_version()
         if getattr(self, "_cache_version", None) != version:
             self._cache_version = version
             self._cache_codes, self._cache_texts = RowCache(), RowCache()
-        return self._cache_codes, self._cache_texts
+            self._cache_sentences = TextStates()
+        return self._cache_codes, self._cache_texts, self._cache_sentences
 
     def _encode_alone(self, codes: list[int], device: torch.device) -> torch.Tensor:
         """(n + 2, Hb) backbone states of ``[CLS] codes [SEP]`` encoded as a batch of one (the
@@ -288,8 +290,8 @@ class CharacterContextEncoder(nn.Module):
         """(B, S, Hb) backbone states of each sentence's characters (``[CLS] text [SEP]``,
         the markers dropped), on ``device`` (default: the batch's). A frozen backbone's
         states of the texts of at most ``CACHED_TEXT_CHARS`` characters (the char and
-        bigram streams) come from the cache, the longer texts are encoded together. The
-        lengths and cache keys are read from ``codepoints`` / ``char_mask``: host tensors
+        bigram streams) come from the cache, the longer texts from
+        :meth:`_long_text_states`. The lengths and cache keys are read from ``codepoints`` / ``char_mask``: host tensors
         cost no synchronisation."""
         device = codepoints.device if device is None else torch.device(device)
         lengths = char_mask.sum(1).tolist()
@@ -298,8 +300,9 @@ class CharacterContextEncoder(nn.Module):
             return self._batched_char_states(codepoints, char_mask, lengths, device)
         b, s = codepoints.shape
         short = [i for i, n in enumerate(lengths) if n <= CACHED_TEXT_CHARS]
+        sentences = caches[2] if device.type == "cuda" else None  # why: _long_text_states
         if not short:
-            return self._batched_char_states(codepoints, char_mask, lengths, device)
+            return self._long_text_states(codepoints, char_mask, lengths, device, sentences)
         codes = codepoints.tolist()
 
         def one(text: tuple) -> torch.Tensor:
@@ -314,9 +317,28 @@ class CharacterContextEncoder(nn.Module):
         rows = torch.tensor(long, device=codepoints.device)
         out = cached.new_zeros((b, s, cached.shape[-1]))
         out[host_to(torch.tensor(short), device)] = cached
-        out[host_to(torch.tensor(long), device)] = self._batched_char_states(
-            codepoints[rows], char_mask[rows], [lengths[i] for i in long], device).to(out.dtype)
+        out[host_to(torch.tensor(long), device)] = self._long_text_states(
+            codepoints[rows], char_mask[rows], [lengths[i] for i in long], device,
+            sentences).to(out.dtype)
         return out
+
+    def _long_text_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
+                          lengths: list[int], device: torch.device,
+                          cache: TextStates | None) -> torch.Tensor:
+        """(B, S, Hb) states of the longer texts (the sentences). With a ``cache`` (a frozen
+        backbone on a GPU) each text is encoded alone on its first sight and kept: the
+        backbone (transformers' CANINE builds its attention masks with a host read of
+        ``mask.all()`` and a pageable scalar copy, each a host synchronisation, seen on an
+        H200) then runs only for texts not seen before, and a replayed training step makes
+        no synchronisation. Without one (a CPU) they are encoded together every time, as
+        before (the same values up to rounding; the CPU step stays bit for bit)."""
+        if cache is None:
+            return self._batched_char_states(codepoints, char_mask, lengths, device)
+        codes = codepoints.tolist()
+        texts = [tuple(codes[i][:n]) for i, n in enumerate(lengths)]
+        states = cache.rows(texts, lambda text: self._encode_alone(list(text), device)[1:-1])
+        padded = nn.utils.rnn.pad_sequence(states, batch_first=True)  # (B, max n, Hb)
+        return nn.functional.pad(padded, (0, 0, 0, codepoints.shape[1] - padded.shape[1]))
 
     def _batched_char_states(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
                              lengths: list[int], device: torch.device) -> torch.Tensor:

@@ -7,8 +7,8 @@ A lent GPU machine runs one command of at most ten minutes (docs/training.md, "T
 GPU machine"): a schedule sized for another card, or a slow first call, does not finish in
 it. This builds the experiment's trainer as the train stage does (same data, params and
 overrides, in a throwaway folder), times ``--steps`` real steps at the first iteration of each
-curriculum stage (after ``--warmup`` untimed ones: allocation, autotuning, CUDA-graph
-captures), and prints to stdout the ``train.KEY=VALUE`` overrides that scale the whole
+curriculum stage (after ``--warmup`` untimed ones: allocation, autotuning; a step that
+captured a CUDA graph is not counted either), and prints to stdout the ``train.KEY=VALUE`` overrides that scale the whole
 schedule (:func:`cashg.training.schedules.scaled_schedule`: every iteration count, so the
 curriculum keeps its shape) by the factor that makes its steps fit ``--seconds``
 (:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The measured
@@ -23,7 +23,37 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cashg.training.trainer import Trainer
+
+
+def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
+                 clock: Callable[[], float] = time.perf_counter) -> float:
+    """The median seconds of ``steps`` training steps from iteration ``start`` + ``warmup``
+    (the untimed ones first: allocation, autotuning). A step that captured a CUDA graph
+    counts only when every one did: a capture is a one-off cost per shape of a stage, and
+    under ``train.static_shapes`` most of a stage's first steps capture, which made the
+    median step of a graphed run 18x a replay (fit 1.9 it/s against 35 measured, stage 2 on
+    an H200) and the schedule far shorter than the budget allowed."""
+    steady, capturing = [], []
+    for k in range(warmup + steps):
+        batches = trainer.source.iteration(start + k)
+        before = _captures(trainer)
+        tick = clock()
+        trainer.train_step(start + k, batches)  # reads its losses back: synchronised
+        if k >= warmup:
+            (steady if _captures(trainer) == before else capturing).append(clock() - tick)
+    return statistics.median(steady or capturing)
+
+
+def _captures(trainer: Trainer) -> int:
+    """CUDA-graph captures so far (0 without ``train.cuda_graphs``)."""
+    graphed = getattr(trainer, "graphed", None)
+    return 0 if graphed is None else graphed.stats.captures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,15 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             if n == 0:
                 per_iter.append(0.0)
                 continue
-            t = stage_start(stage, cfg)
-            times = []
-            for k in range(args.warmup + args.steps):
-                batches = trainer.source.iteration(t + k)
-                tick = time.perf_counter()
-                trainer.train_step(t + k, batches)  # reads its losses back: synchronised
-                if k >= args.warmup:
-                    times.append(time.perf_counter() - tick)
-            per_iter.append(statistics.median(times))
+            per_iter.append(step_seconds(trainer, stage_start(stage, cfg), args.warmup,
+                                         args.steps))
     rates = tuple(per_iter)
     need = projected_seconds(cfg, rates)
     factor = fit_schedule(cfg, rates, args.seconds)
