@@ -44,7 +44,9 @@ space lie at one height by construction (cashg.core.pen_states), and a model tra
 ``train.space_gap_x_only`` has learned only the x offset (the gap) there. A model with
 ``model.relative_gap`` draws that x offset in units of the sentence's writer gap (the
 population's where unknown), and it is multiplied back before the decoder reads it
-(:class:`cashg.model.writer_gap.WriterGapUnit`).
+(:class:`cashg.model.writer_gap.WriterGapUnit`). A model with ``model.lift_from_box`` draws
+the point after a pen lift as a position from the corner of the character's box so far, and
+it is turned back into an offset from the pen (:mod:`cashg.model.lift_box`).
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -436,7 +438,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     jump = model.head.jump_proj
     jump_proj = (partial(F.linear, weight=jump.weight, bias=jump.bias) if jump is not None
                  else None)
-    track = (opts.lift_mode and not opts.greedy) or jump is not None
+    lift_box = model.cfg.lift_from_box
+    track = (opts.lift_mode and not opts.greedy) or jump is not None or lift_box
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
                 if track else None)  # (B,) each row's last pen
     m = opts.max_char_points
@@ -475,6 +478,9 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if rows.gap is not None:  # the gap point (a space's second): the gap head's gap
             gap = F.pad(rows.gap[rows.ids, None], (0, 1))  # (W, 2): (gap, 0)
             delta = torch.where((on_line & (rows.t == 1))[:, None], gap, delta)
+        if lift_box:  # model.lift_from_box: after a lift, drawn from the box's corner
+            after_lift = (last_pen[rows.ids] == PU)[:, None]  # (W, 1)
+            delta = torch.where(after_lift, delta + (rows.lo - rows.pos), delta)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))

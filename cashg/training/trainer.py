@@ -182,8 +182,8 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
         bounds = bounds & batch.target_mask[:, 1:]
-        res["vdl"] = vertical_drift_loss(most_probable_mean(p), batch.deltas, batch.point_mask,
-                                         bounds)
+        pred = net.offsets_from_targets(most_probable_mean(p), batch)  # (B, S, T, 2)
+        res["vdl"] = vertical_drift_loss(pred, batch.deltas, batch.point_mask, bounds)
     elif stream == "char":
         res["vdl"] = seq["seq"].new_zeros(())
     sty = style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
