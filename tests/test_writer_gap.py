@@ -170,6 +170,16 @@ def reread_batch(res, imgs: torch.Tensor, texts: list[str], gaps: list[float | N
     return collate(samples)
 
 
+def reread_modes(m, batch) -> torch.Tensor:
+    """(B, S, T, 2) the modes ``m`` predicts teacher-forced on ``batch``, a space's later dy
+    set to 0 as the sampler writes it (its pseudo-points lie at one height)."""
+    with torch.no_grad():
+        mode = most_probable_mean(m(batch).params)
+    on_line = space_gap_points(batch.codepoints, batch.pen.shape[-1]) & batch.point_mask
+    mode[..., 1] = torch.where(on_line, 0.0, mode[..., 1])
+    return mode
+
+
 def test_greedy_samples_are_the_teacher_forced_modes_with_the_gap():
     """Sampling and teacher forcing condition alike: re-reading greedy samples with
     ``forward`` (the batch carrying the same gaps) gives the sampled offsets as modes."""
@@ -177,13 +187,11 @@ def test_greedy_samples_are_the_teacher_forced_modes_with_the_gap():
     gaps = torch.tensor([0.3, 0.8, 0.3])
     res, imgs = _sample(m, gaps)
     batch = reread_batch(res, imgs, TEXTS, gaps.tolist())
+    mode = reread_modes(m, batch)
     with torch.no_grad():
-        mode = most_probable_mean(m(batch).params)
         wrong = most_probable_mean(m(dataclasses.replace(
             batch, writer_gap=batch.writer_gap.flip(0))).params)
     sel = batch.point_mask
-    on_line = space_gap_points(batch.codepoints, sel.shape[-1]) & sel  # dy = 0 there
-    mode[..., 1] = torch.where(on_line, 0.0, mode[..., 1])
     torch.testing.assert_close(mode[sel], batch.deltas[sel], atol=1e-5, rtol=0)
     assert not torch.allclose(wrong[1][sel[1]], mode[1][sel[1]])
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.generation.inputs import load_style_h5
-from cashg.model.batch import SequenceSample, collate
+from cashg.evaluation.held_out import teacher_forced_sentences, writers_sentences
+from cashg.model.batch import collate
 from cashg.model.checkpoint import load_model
-from cashg.training.data import SplitData, sentence_chars
+from cashg.training.data import SplitData
 
 GRID = np.linspace(-0.5, 2.5, 3001)  # x offsets where the marginal is evaluated
 BATCH = 16
@@ -48,14 +48,7 @@ def marginal_stats(log_pi: torch.Tensor, mu_x: torch.Tensor, sigma_x: torch.Tens
 
 def writer_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, np.ndarray]:
     """(real gaps (G,), predicted (G, 3)) of every gap point of ``writer``'s sentences."""
-    refs = np.asarray(load_style_h5(data.dir / "style.h5", writer, cfg.style_image_size,
-                                    cfg.style_refs), np.float32)
-    samples = []
-    for i in data.by_writer["sentence"][writer]:
-        it = data.item("sentence", i)
-        gap = data.writer_gap(writer, i) if cfg.reads_writer_gap else None
-        samples.append(SequenceSample(it.text, sentence_chars(*it.raw, len(it.text)), refs, 0,
-                                      writer_gap=gap))
+    samples = teacher_forced_sentences(data, writer, cfg)
     real, pred = [], []
     for a in range(0, len(samples), BATCH):
         batch = collate(samples[a:a + BATCH])
@@ -83,8 +76,7 @@ def main() -> int:
     ap.add_argument("--checkpoint", type=Path, nargs="+", required=True)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    data = SplitData(args.split, writers=args.writers or None, streams=("sentence",))
-    writers = [w for w in data.writers if w in data.by_writer["sentence"]]
+    data, writers = writers_sentences(args.split, args.writers)
     summaries: list[str] = []
     print("| model | writer | gaps | real median | predicted median | mode | mean |")
     print("|---|---|---|---|---|---|---|")
