@@ -291,8 +291,8 @@ class CharacterContextEncoder(nn.Module):
         the markers dropped), on ``device`` (default: the batch's). A frozen backbone's
         states of the texts of at most ``CACHED_TEXT_CHARS`` characters (the char and
         bigram streams) come from the cache, the longer texts from
-        :meth:`_long_text_states`. The lengths and cache keys are read from ``codepoints`` / ``char_mask``: host tensors
-        cost no synchronisation."""
+        :meth:`_long_text_states`. The lengths and cache keys are read from ``codepoints`` /
+        ``char_mask``: host tensors cost no synchronisation."""
         device = codepoints.device if device is None else torch.device(device)
         lengths = char_mask.sum(1).tolist()
         caches = self._caches()
@@ -300,7 +300,7 @@ class CharacterContextEncoder(nn.Module):
             return self._batched_char_states(codepoints, char_mask, lengths, device)
         b, s = codepoints.shape
         short = [i for i, n in enumerate(lengths) if n <= CACHED_TEXT_CHARS]
-        sentences = caches[2] if device.type == "cuda" else None  # why: _long_text_states
+        sentences = caches[2] if device.type == "cuda" else None  # see _long_text_states
         if not short:
             return self._long_text_states(codepoints, char_mask, lengths, device, sentences)
         codes = codepoints.tolist()
