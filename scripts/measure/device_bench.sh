@@ -2,8 +2,9 @@
 # The GPU figures of issue "The GPU, used" (items 2-4) in one call of a lent machine (the
 # device tool), most important first, each piece under its own time limit so that one slow
 # piece cannot eat the rest: the replayed step against eager (agreement, then demo stages 1-3
-# and paper stage 3 in bf16 and fp32, side by side), the padded step's kernels (the largest
-# kernel's share of the GPU time), samples per second against batch size; COMPILE=1 adds the
+# eager, replayed and padded without replay, and paper stage 3 in bf16 and fp32, side by
+# side), the padded step's kernels (the largest kernel's share of the GPU time), samples per
+# second against batch size; COMPILE=1 adds the
 # compiled step (capture against compile time). TRAIN=1 then runs scripts/gpu_train.sh, the
 # GPU profile's dsd training (item 5), when results/subsets/dsd is there (carry it). One device
 # call may run 10 minutes: the pieces (DEADLINE, 330 s) and the training (6 minutes) do not fit
@@ -66,6 +67,7 @@ if [ "$last_rc" != 0 ]; then  # say which kernel fails: launches synchronous
         --stages 1 --iters 2 --no-reference
 fi
 piece demo-graphed 90 $b --profile demo --device $dev --iters $it --cuda-graphs --no-reference
+piece demo-padded 60 $b --profile demo --device $dev --iters $it --static-shapes --no-reference
 if [ -n "${BEFORE:-}" ]; then  # the older commit, right after: the same machine, warm
     PYTHONPATH=$PWD/$BEFORE piece before-demo-eager 60 "$BEFORE/$b" --profile demo \
         --device $dev --iters $it --no-reference
