@@ -3,6 +3,7 @@ each stage, side by side, from the same weights and batches.
 
     python scripts/measure/graphed_agreement.py [--device cuda] [--profile demo] [--steps 4]
     python scripts/measure/graphed_agreement.py --device cpu --backend rerun   # no GPU: a smoke test
+    python scripts/measure/graphed_agreement.py --device cuda --eager-twice    # the baseline
 
 Two trainers of ``--profile`` (as in ``scripts/measure/bench_train.py``, synthetic batches) start
 from the same weights: one trains eagerly with ``train.static_shapes`` (the same padded
@@ -39,18 +40,25 @@ def main() -> int:
     ap.add_argument("--stages", default="1,2,3")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--tolerance", type=float, default=1e-3)
+    ap.add_argument("--eager-twice", action="store_true",
+                    help="the second trainer eager too: the device's own run-to-run spread, "
+                         "the baseline of a replayed-against-eager difference")
     args = ap.parse_args()
     model_cfg, cfg = load_profile(args.profile)
     eager = make_trainer(model_cfg, dataclasses.replace(cfg, static_shapes=True), args.device)
-    graphed = make_trainer(model_cfg, dataclasses.replace(cfg, cuda_graphs=True), args.device)
-    graphed.graphed.backend = CudaGraphs() if args.backend == "cuda" else Rerun()
+    second = dataclasses.replace(cfg, static_shapes=True) if args.eager_twice else \
+        dataclasses.replace(cfg, cuda_graphs=True)
+    graphed = make_trainer(model_cfg, second, args.device)
+    if not args.eager_twice:
+        graphed.graphed.backend = CudaGraphs() if args.backend == "cuda" else Rerun()
     graphed.model.load_state_dict(eager.model.state_dict())
     if args.bf16:
         for tr in (eager, graphed):
             tr.amp = torch.autocast(tr.device.type, dtype=torch.bfloat16)
     worst = 0.0
     print(f"profile {args.profile} on {graphed.device}, backend {args.backend}, "
-          f"bf16={args.bf16}: logged losses, replayed against eager")
+          f"bf16={args.bf16}: logged losses, "
+          + ("eager against eager" if args.eager_twice else "replayed against eager"))
     for stage in (int(s) for s in args.stages.split(",")):
         t0 = stage_start(stage, cfg)
         for t in range(t0, t0 + args.steps):
@@ -63,17 +71,21 @@ def main() -> int:
                        if k.startswith("train/") and isinstance(v, float))
             worst = max(worst, diff)
             print(f"stage {stage} iteration {t}: total {out[0]['train/total']:.6f} eager, "
-                  f"{out[1]['train/total']:.6f} replayed; largest relative difference "
+                  f"{out[1]['train/total']:.6f} {'eager' if args.eager_twice else 'replayed'};"
+                  " largest relative difference "
                   f"{diff:.2e}")
     a = torch.cat([p.detach().flatten().float() for p in eager.model.parameters()])
     b = torch.cat([p.detach().flatten().float() for p in graphed.model.parameters()])
     weights = float((a - b).norm() / a.norm())
-    stats = graphed.graphed.stats
     print(f"weights after all steps: relative difference {weights:.2e}")
-    print(f"graphs: {stats.captures} captures, {stats.capture_s:.1f} s capturing (warm-ups "
-          f"included), {stats.replays} replays"
-          + (f"; FELL BACK TO EAGER: {stats.failure}" if stats.failure else ""))
-    ok = stats.failure is None and worst <= args.tolerance and weights <= args.tolerance
+    failure = None
+    if graphed.graphed is not None:
+        stats = graphed.graphed.stats
+        failure = stats.failure
+        print(f"graphs: {stats.captures} captures, {stats.capture_s:.1f} s capturing (warm-ups "
+              f"included), {stats.replays} replays"
+              + (f"; FELL BACK TO EAGER: {failure}" if failure else ""))
+    ok = failure is None and worst <= args.tolerance and weights <= args.tolerance
     print(f"agreement within {args.tolerance:g}: {ok}")
     return 0 if ok else 1
 
