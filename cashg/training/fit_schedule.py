@@ -8,9 +8,9 @@ GPU machine"): a schedule sized for another card, or a slow first call, does not
 it. This builds the experiment's trainer as the train stage does (same data, params and
 overrides, in a throwaway folder), times ``--steps`` real steps at the first iteration of each
 curriculum stage (after ``--warmup`` untimed ones: allocation, autotuning; a step that
-captured a CUDA graph is not counted either), and prints to stdout the ``train.KEY=VALUE`` overrides that scale the whole
-schedule (:func:`cashg.training.schedules.scaled_schedule`: every iteration count, so the
-curriculum keeps its shape) by the factor that makes its steps fit ``--seconds``
+captured a CUDA graph is not counted either), and prints to stdout the ``train.KEY=VALUE``
+overrides that scale the whole schedule (:func:`cashg.training.schedules.scaled_schedule`:
+every iteration count, so the curriculum keeps its shape) by the factor that makes its steps fit ``--seconds``
 (:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The measured
 rates and the projection go to stderr. ``scripts/gpu_train.sh`` passes the overrides to the
 train stage, with ``--deadline`` as the safety net.
@@ -52,8 +52,7 @@ def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
 
 def _captures(trainer: Trainer) -> int:
     """CUDA-graph captures so far (0 without ``train.cuda_graphs``)."""
-    graphed = getattr(trainer, "graphed", None)
-    return 0 if graphed is None else graphed.stats.captures
+    return 0 if trainer.graphed is None else trainer.graphed.stats.captures
 
 
 def main(argv: list[str] | None = None) -> int:
