@@ -10,7 +10,8 @@ overrides, in a throwaway folder), times ``--steps`` real steps at the first ite
 curriculum stage (after ``--warmup`` untimed ones: allocation, autotuning; a step that
 captured a CUDA graph is not counted either), and prints to stdout the ``train.KEY=VALUE``
 overrides that scale the whole schedule (:func:`cashg.training.schedules.scaled_schedule`:
-every iteration count, so the curriculum keeps its shape) by the factor that makes its steps fit ``--seconds``
+every iteration count, so the curriculum keeps its shape) by the factor that makes its steps
+fit ``--seconds``
 (:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The measured
 rates and the projection go to stderr. ``scripts/gpu_train.sh`` passes the overrides to the
 train stage, with ``--deadline`` as the safety net.
