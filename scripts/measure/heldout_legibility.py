@@ -35,6 +35,9 @@ from pathlib import Path
 import torch
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_on_characters import points_per_character, summary  # noqa: E402
+
 from cashg.core.params import load_section
 from cashg.evaluation.held_out import (
     HeldOutError,
@@ -105,7 +108,7 @@ def main() -> int:
     print("| model | CER | WER | " + " | ".join(CHAR_CLASSES) + " | style top-1 | top-5 |"
           " drift | drift GT | drift ratio | gap ratio |")
     print("|---|---|---|" + "---|" * len(CHAR_CLASSES) + "---|---|---|---|---|---|")
-    total_counts, total_classes, styles, placements = None, None, [], []
+    total_counts, total_classes, styles, placements, run_on = None, None, [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
@@ -123,6 +126,8 @@ def main() -> int:
             placements += pairs
             print(_row(str(ckpt), held.counts.cer, held.counts.wer, held.classes.rates(), style,
                        summarize_placement(pairs)), flush=True)
+            run_on.append(f"{ckpt}: " + summary(points_per_character(held.generated),
+                                                 gcfg.max_char_points))
             total_counts = held.counts if total_counts is None else total_counts + held.counts
             total_classes = held.classes if total_classes is None else total_classes + held.classes
         gt_hyps = recognizer.transcribe(gts)
@@ -147,6 +152,7 @@ def main() -> int:
                char_class_errors(held.refs, gt_hyps).rates(),
                held_out_style(scorer, scored, {s.sentence_id: s for s in gts})))
     print(f"lines: {desc}")
+    print("characters at the point cap (run_on_characters.py): " + "; ".join(run_on))
     return 0
 
 
