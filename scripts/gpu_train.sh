@@ -6,15 +6,17 @@
 #   bash scripts/gpu_train.sh [EXPERIMENT]        # default dsd; on the GPU machine, in a copy of
 #                                                 # this checkout holding results/subsets/<benchmark>
 # One call of the device tool runs at most ten minutes, set-up included: the script first
-# measures this machine's step rate on the experiment's own data and scales the schedule so
-# that its steps take at most FIT_SHARE % of TRAIN_SECONDS (python -m cashg.training.fit_schedule:
+# measures this machine's step rate on the experiment's own data (stepped as the training
+# loop steps them) and scales the schedule so that its steps take at most FIT_SHARE % of
+# TRAIN_SECONDS (python -m cashg.training.fit_schedule:
 # every iteration count alike, the curriculum keeps its shape), then trains with
 # --deadline TRAIN_SECONDS - 30: should the steps still run late, the training stops there and
 # writes model.pt from the weights so far (train_summary.json says where it stopped).
 #
 # Environment:
 #   PARAMS=params.gpu.yaml   the profile          DEVICE=cuda (cpu: a smoke test of this script)
-#   TRAIN_SECONDS=360        wall-clock budget of the training (fit + steps + evaluations)
+#   TRAIN_SECONDS=420        wall-clock budget of the training (fit + steps + evaluations);
+#                            with the kill margin below, at most 9 minutes of the call
 #   FIT_SHARE=75             per cent of it the steps are sized to (the rest: evaluations,
 #                            checkpoints, sample pictures, start-up); FIT=0 keeps the schedule
 #   OUT=results/gpu_train    where the run goes ($OUT of the device tool: it comes back)
@@ -29,7 +31,7 @@ set -euo pipefail
 exp=${1:-dsd}
 params=${PARAMS:-params.gpu.yaml}
 device=${DEVICE:-cuda}
-limit=${TRAIN_SECONDS:-360}
+limit=${TRAIN_SECONDS:-420}
 out=${OUT:-results/gpu_train}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false

@@ -10,10 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 
 from cashg.core.config.model import TrainConfig
 from cashg.training.fit_schedule import step_seconds
+from cashg.training.readback import PendingStep
 from cashg.training.schedules import (
     ITERATION_FIELDS,
     curriculum_stage,
@@ -125,29 +127,43 @@ def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_p
 
 
 class _FakeTrainer:
-    """Steps that take 0.1 s, or 1.0 s when they capture a CUDA graph (``captures_at``)."""
+    """Steps of 0.1 s, 1.0 s when they capture a CUDA graph (``captures_at``); a replayed
+    step is deferred, and reading it back takes 0.05 s more."""
 
     def __init__(self, captures_at: set[int], clock: list[float]):
         self.captures_at, self.clock = captures_at, clock
         self.graphed = SimpleNamespace(stats=SimpleNamespace(captures=0))
         self.source = SimpleNamespace(iteration=lambda i: i)
+        self.finished: list[int] = []
 
-    def train_step(self, i: int, batches: int) -> None:
-        assert batches == i
+    def train_step(self, i: int, batches: int, upcoming, defer: bool = False):
+        assert batches == i and upcoming() == (i + 1, i + 1)  # the loop's own batches
         captured = i in self.captures_at
         if captured:
             self.graphed.stats.captures += 1
         self.clock[0] += 1.0 if captured else 0.1
+        if self.graphed is None or not defer:
+            return {"train/total": 0.0}
+        return PendingStep(i, [], torch.zeros(2), None, {})
+
+    def finish_step(self, pending: PendingStep) -> dict:
+        self.finished.append(pending.iteration)
+        self.clock[0] += 0.05
+        return {}
 
 
-def test_the_fitted_rate_leaves_out_steps_that_captured_a_graph():
-    """Under train.static_shapes most of a stage's first steps capture a new shape: the
-    median of the steps that did not is the rate the stage trains at."""
+def test_the_fitted_rate_is_the_loops_and_leaves_out_steps_that_captured_a_graph():
+    """The iterations are stepped as Trainer.run steps them (a replayed step read back after
+    the next one is queued, its read-back counted in the iteration it falls in); under
+    train.static_shapes most of a stage's first steps capture a new shape: the median of
+    the iterations that did not is the rate the stage trains at."""
     clock = [0.0]
     trainer = _FakeTrainer({10, 11, 12, 13, 15}, clock)  # 5 of the 8 timed steps capture
-    assert step_seconds(trainer, 8, 2, 8, lambda: clock[0]) == pytest.approx(0.1)
+    assert step_seconds(trainer, 8, 2, 8, lambda: clock[0]) == pytest.approx(0.15)
+    assert trainer.finished == list(range(8, 18))  # every deferred step read back, in order
     eager = _FakeTrainer(set(), clock)
-    eager.graphed = None  # train.cuda_graphs off
+    eager.graphed = None  # train.cuda_graphs off: nothing deferred
     assert step_seconds(eager, 0, 2, 8, lambda: clock[0]) == pytest.approx(0.1)
+    assert eager.finished == []
     every = _FakeTrainer(set(range(100)), clock)  # nothing but captures: those count
-    assert step_seconds(every, 0, 0, 4, lambda: clock[0]) == pytest.approx(1.0)
+    assert step_seconds(every, 0, 0, 4, lambda: clock[0]) == pytest.approx(1.05)

@@ -736,7 +736,7 @@ class Trainer:
                           file=sys.stderr)
                 return True
 
-            for t, batches, upcoming in _with_upcoming(
+            for t, batches, upcoming in with_upcoming(
                     iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
                 # a replayed step is read back after the next one is queued, unless the
                 # loop acts on this iteration's state (log, evaluation, checkpoint, end)
@@ -812,7 +812,7 @@ class Trainer:
                            time.perf_counter() - t0, self.hash)
 
 
-def _with_upcoming(loader: Iterable[tuple[int, dict]]
+def with_upcoming(loader: Iterable[tuple[int, dict]]
                    ) -> Iterator[tuple[int, dict, Callable[[], tuple[int, dict] | None]]]:
     """``(t, batches, upcoming)`` for each item of ``loader``: ``upcoming()`` fetches the
     next item early (None after the last), so that a step can prepare it while the device
