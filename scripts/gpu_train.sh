@@ -7,8 +7,8 @@
 #                                                 # this checkout holding results/subsets/<benchmark>
 # One call of the device tool runs at most ten minutes, set-up included: the script first
 # measures this machine's step rate on the experiment's own data (stepped as the training
-# loop steps them) and scales the schedule so that its steps take at most FIT_SHARE % of
-# TRAIN_SECONDS (python -m cashg.training.fit_schedule:
+# loop steps them) and scales the schedule so that the measurement and the steps take at
+# most FIT_SHARE % of TRAIN_SECONDS (python -m cashg.training.fit_schedule:
 # every iteration count alike, the curriculum keeps its shape), then trains with
 # --deadline TRAIN_SECONDS - 30: should the steps still run late, the training stops there and
 # writes model.pt from the weights so far (train_summary.json says where it stopped).
@@ -70,7 +70,7 @@ if [ "${FIT:-1}" = 1 ]; then
     fitted=$("$py" -m cashg.training.fit_schedule --experiment "$exp" --params "$params" \
         --device "$device" --seconds "$steps" "${bf16[@]}" "${sets[@]}" 2> >(tee -a "$log" >&2))
     for s in $fitted; do sets+=(--set "$s"); done
-    echo "gpu_train: schedule for $steps s of steps: ${fitted:-unchanged (it fits)}" \
+    echo "gpu_train: schedule for $steps s of measuring and steps: ${fitted:-unchanged (it fits)}" \
         | tr '\n' ' ' | tee -a "$log"; echo | tee -a "$log"
 fi
 left=$((limit - ($(date +%s) - start)))

@@ -84,15 +84,8 @@ def test_a_glyph_benchmark_trains_on_its_glyphs_alone(tmp_path):
                       for s in ("bigram", "sentence")}
 
 
-def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_path,
-                                                                   one_torch_thread):
-    """--deadline: the run stops at the end of the iteration the time runs out in, writes a
-    checkpoint and model.pt from those weights, says where it stopped; a rerun without it
-    resumes and finishes the schedule."""
-    import argparse
-
-    from cashg.training.cli import add_runtime_arguments, train_main
-
+def _tiny_params(tmp_path: Path) -> Path:
+    """params.yaml with a tiny model and a six-iteration schedule."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["model"].update({"canine_hidden": 32, "canine_layers": 1, "canine_heads": 2,
                             "canine_intermediate": 64, "canine_hash_buckets": 512,
@@ -109,6 +102,19 @@ def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_p
                             "sample_lines": 0})
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_path,
+                                                                   one_torch_thread):
+    """--deadline: the run stops at the end of the iteration the time runs out in, writes a
+    checkpoint and model.pt from those weights, says where it stopped; a rerun without it
+    resumes and finishes the schedule."""
+    import argparse
+
+    from cashg.training.cli import add_runtime_arguments, train_main
+
+    path = _tiny_params(tmp_path)
     parser = argparse.ArgumentParser()
     add_runtime_arguments(parser)
     out = tmp_path / "out"
@@ -167,3 +173,18 @@ def test_the_fitted_rate_is_the_loops_and_leaves_out_steps_that_captured_a_graph
     assert eager.finished == []
     every = _FakeTrainer(set(range(100)), clock)  # nothing but captures: those count
     assert step_seconds(every, 0, 0, 4, lambda: clock[0]) == pytest.approx(1.05)
+
+
+def test_the_fit_takes_its_own_time_off_the_budget(subsets, tmp_path, one_torch_thread, capsys):
+    """--seconds holds the measurement and the steps: a budget the measurement used up
+    leaves no schedule to print, and says so."""
+    from cashg.training.fit_schedule import main
+
+    argv = ["--experiment", "dsd", "--params", str(_tiny_params(tmp_path)), "--data",
+            str(subsets), "--steps", "1", "--warmup", "0", "--device", "cpu"]
+    assert main([*argv, "--seconds", "0.001"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "no time is left for the training" in out.err
+    assert main([*argv, "--seconds", "1e6"]) == 0  # ample: the schedule stays as it is
+    out = capsys.readouterr()
+    assert out.out == "" and "less" in out.err and "schedule x1.000" in out.err

@@ -12,8 +12,11 @@ allocation, autotuning; an iteration that captured a CUDA graph is not counted e
 :func:`step_seconds`), and prints to stdout the ``train.KEY=VALUE``
 overrides that scale the whole schedule (:func:`cashg.training.schedules.scaled_schedule`:
 every iteration count, so the curriculum keeps its shape) by the factor that makes its steps
-fit ``--seconds``
-(:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The measured
+fit what is left of ``--seconds`` after this measurement's own time
+(:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The
+measurement is not free: 16 iterations per stage, captures and the trainer's set-up took
+about 140 s of a 180-s budget in the CPU smoke test, and a schedule sized for the whole
+budget then ran into the deadline at a third of its iterations. The measured
 rates and the projection go to stderr. ``scripts/gpu_train.sh`` passes the overrides to the
 train stage, with ``--deadline`` as the safety net.
 """
@@ -85,13 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--seconds", type=float, required=True,
-                        help="the time the training's steps may take")
+                        help="the time this measurement and the training's steps may take")
     parser.add_argument("--steps", type=int, default=16,
                         help="timed iterations per stage")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per stage first")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     add_runtime_arguments(parser)
     args = parser.parse_args(argv)
+    started = time.perf_counter()
 
     import torch
 
@@ -132,12 +136,19 @@ def main(argv: list[str] | None = None) -> int:
                                          args.steps))
     rates = tuple(per_iter)
     need = projected_seconds(cfg, rates)
-    factor = fit_schedule(cfg, rates, args.seconds)
-    print(f"fit_schedule: {args.experiment} on {trainer.device}: "
-          + ", ".join(f"stage {k + 1} {1 / s:.1f} it/s" if s else f"stage {k + 1} -"
-                      for k, s in enumerate(rates))
-          + f"; {cfg.total_iters} iterations take {need:.0f} s of steps, the budget is"
-          f" {args.seconds:.0f} s: schedule x{factor:.3f}", file=sys.stderr)
+    spent = time.perf_counter() - started
+    measured = (f"fit_schedule: {args.experiment} on {trainer.device}: "
+                + ", ".join(f"stage {k + 1} {1 / s:.1f} it/s" if s else f"stage {k + 1} -"
+                            for k, s in enumerate(rates))
+                + f"; {cfg.total_iters} iterations take {need:.0f} s of steps")
+    left = args.seconds - spent
+    if left <= 0:
+        print(f"{measured}; measuring took {spent:.0f} s, all of the --seconds {args.seconds:.0f}:"
+              " no time is left for the training (give it more)", file=sys.stderr)
+        return 2
+    factor = fit_schedule(cfg, rates, left)
+    print(f"{measured}, the budget is {args.seconds:.0f} s less {spent:.0f} s of measuring ="
+          f" {left:.0f} s: schedule x{factor:.3f}", file=sys.stderr)
     if factor < 1.0:
         for key, value in scaled_schedule(cfg, factor).items():
             print(f"train.{key}={value}")
