@@ -17,7 +17,7 @@
 #   PARAMS=params.gpu.yaml   the profile          DEVICE=cuda (cpu: a smoke test of this script)
 #   TRAIN_SECONDS=420        wall-clock budget of the training (fit + steps + evaluations);
 #                            with the kill margin below, at most 9 minutes of the call
-#   FIT_SHARE=75             per cent of it the steps are sized to (the rest: evaluations,
+#   FIT_SHARE=75             per cent of it the fit and the steps are sized to (the rest: evaluations,
 #                            checkpoints, sample pictures, start-up); FIT=0 keeps the schedule
 #   OUT=results/gpu_train    where the run goes ($OUT of the device tool: it comes back)
 #   SET="train.x=1 ..."      extra --set overrides (a short schedule for the smoke test)
