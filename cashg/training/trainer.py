@@ -813,7 +813,7 @@ class Trainer:
 
 
 def with_upcoming(loader: Iterable[tuple[int, dict]]
-                   ) -> Iterator[tuple[int, dict, Callable[[], tuple[int, dict] | None]]]:
+                  ) -> Iterator[tuple[int, dict, Callable[[], tuple[int, dict] | None]]]:
     """``(t, batches, upcoming)`` for each item of ``loader``: ``upcoming()`` fetches the
     next item early (None after the last), so that a step can prepare it while the device
     runs (:meth:`Trainer.train_step`); the loop then gets that same item next."""
