@@ -201,3 +201,25 @@ def test_bench_train_script_runs_the_demo_profile():
     assert res.returncode == 0, res.stderr[-2000:]
     assert "stage 1:" in res.stdout and "it/s" in res.stdout
     assert "losses identical across two runs: True" in res.stdout
+
+
+def test_bench_train_set_changes_the_profile_and_refuses_unknown_keys():
+    """``--set`` reaches the step (a batch size shows in the printed plan) and a misspelt key
+    or another section is an error, not a silently unchanged benchmark."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    base = [sys.executable, "scripts/measure/bench_train.py", "--profile", "demo", "--iters", "1",
+            "--stages", "1", "--threads", "1", "--no-reference"]
+    res = subprocess.run(base + ["--set", "train.batch_char=3", "--set", "model.style_refs=2"],
+                         cwd=root, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "sizes {'char': 3," in res.stdout
+    for bad, said in (("model.style_refz=2", "unknown key 'style_refz'"),
+                      ("data.seed=1", "only model.* and train.* apply")):
+        res = subprocess.run(base + ["--set", bad], cwd=root, capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert res.returncode != 0 and said in res.stderr, res.stderr[-2000:]

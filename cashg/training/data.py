@@ -32,6 +32,11 @@ Streams (see :class:`~cashg.model.batch.SequenceSample`):
   its points are the teacher-forced window prefix ``y_{s-1}``;
 - sentence: the window's text, every character a target (windows start at word starts).
 
+Writer augmentation (``train.augment_scale`` / ``augment_shear`` > 0; not in the paper): each
+training writer's ink, style references and word gap pass through one affine map drawn per
+(iteration, writer) from its own seeded generator (:mod:`cashg.training.augment`); evaluation
+batches never.
+
 Style references: ``style_refs`` (the model's ``model.style_refs``, the one number that
 training, evaluation and generation use) images of the sample's writer, drawn without
 replacement when the writer has enough images, with replacement otherwise; ink 1,
@@ -58,10 +63,12 @@ from cashg.core.subsets.readers import (
     one_per_writer_batch,
 )
 from cashg.model.batch import CharSequenceBatch, SequenceSample, char_deltas, collate
+from cashg.training.augment import draw_writer_map, map_chars, map_images
 from cashg.training.schedules import STREAMS, stream_plan
 
 STREAM_ID = {s: i for i, s in enumerate(STREAMS)}
 PURPOSE_TRAIN, PURPOSE_EVAL = 0, 1
+AUGMENT_STREAM = len(STREAMS)  # the augmentation maps' generator key (after the streams' ids)
 READERS = {"char": CharReader, "bigram": BigramReader, "sentence": SentenceReader}
 # per-sample / per-point datasets read whole by the in-memory mode (see SplitData)
 SAMPLE_FIELDS = {"char": ("char",), "bigram": ("char", "prev_char", "prev_len"),
@@ -453,9 +460,23 @@ class BatchSource:
             refs = self.data.style_refs(it.writer, self.style_refs, rng)
             gap = (self.data.writer_gap(it.writer, int(i) if stream == "sentence" else None)
                    if self.writer_gap else None)
+            a = self.writer_map(t, it.writer)
+            if a is not None:  # the same new writer in every stream of this iteration
+                chars, refs = map_chars(chars, a), map_images(refs, a)
+                gap = None if gap is None else gap * float(a[0, 0])
             samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
                                           target=it.target, writer_gap=gap))
         return collate(samples)
+
+    def writer_map(self, t: int, writer: str) -> np.ndarray | None:
+        """(2, 2) the augmentation map of ``writer`` at iteration ``t`` (one per iteration and
+        writer, whatever the stream or rank; :mod:`cashg.training.augment`), or None: off, or
+        not a training batch."""
+        cfg = self.cfg
+        if self.purpose != PURPOSE_TRAIN or (cfg.augment_scale <= 0 and cfg.augment_shear <= 0):
+            return None
+        rng = np.random.default_rng([cfg.seed, AUGMENT_STREAM, t, self.data.writer_int[writer]])
+        return draw_writer_map(rng, cfg.augment_scale, cfg.augment_shear)
 
     def iteration(self, t: int) -> dict[str, list[CharSequenceBatch]]:
         """All micro-batches of training iteration ``t`` (streams per the curriculum)."""

@@ -4,6 +4,7 @@
     python scripts/measure/bench_train.py --profile demo --iters 10
     python scripts/measure/bench_train.py --profile demo --compile [--compile-mode reduce-overhead]
     python scripts/measure/bench_train.py --profile demo --device cuda --cuda-graphs
+    python scripts/measure/bench_train.py --profile demo --set model.style_refs=8 [--set ...]
 
 ``paper``: the ModelConfig defaults (hidden 512, 8 heads, K = 20, ResNet18 style encoder) with
 a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
@@ -11,7 +12,9 @@ no download is possible offline) and the TrainConfig defaults (batches 64 / 64 /
 ``demo``: the ``model`` and ``train`` sections of params.yaml. Batches are synthetic with
 realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence windows of
 ``sentence_max_chars`` (or 40) characters with words of 3-7 letters and two-point spaces,
-``model.style_refs`` 64 x 64 references per sample. Prints the median seconds per iteration and
+``model.style_refs`` 64 x 64 references per sample. ``--set section.key=value`` (repeatable)
+changes a ``model`` or ``train`` field of either profile, as the train stage's ``--set`` does
+(what a change costs per step before a training run pays for it). Prints the median seconds per iteration and
 iterations per second of each stage (one untimed warm-up iteration first), then the
 reference-step check: two trainers built with the same seed give bit-identical fp32 losses on
 the same batches. ``--compile`` runs the step through ``torch.compile`` (``train.compile``):
@@ -35,8 +38,10 @@ import numpy as np
 import torch
 
 from cashg.core.config.model import ModelConfig, TrainConfig
-from cashg.core.params import load_section
+from cashg.core.params import ParamsError, build, load_section
 from cashg.model.batch import SequenceSample, collate
+from cashg.training.checkpoint import as_plain
+from cashg.training.cli import apply_overrides
 from cashg.training.schedules import stage_start, stream_plan
 from cashg.training.trainer import RunOptions, Trainer
 
@@ -101,11 +106,26 @@ def iteration_batches(t: int, cfg: TrainConfig, model_cfg: ModelConfig, seed: in
             for s, n in plan.micro_batches.items() if n}
 
 
-def load_profile(profile: str) -> tuple[ModelConfig, TrainConfig]:
-    """(model, train) configs of the ``paper`` or ``demo`` profile (module docstring)."""
+def load_profile(profile: str, overrides: list[str] = ()) -> tuple[ModelConfig, TrainConfig]:
+    """(model, train) configs of the ``paper`` or ``demo`` profile (module docstring), with
+    ``section.key=value`` overrides (``--set``, as the train stage's) of their model and
+    train fields."""
     if profile == "paper":
-        return ModelConfig(text_backbone="random-canine"), TrainConfig()
-    return load_section("model"), load_section("train")
+        model_cfg, cfg = ModelConfig(text_backbone="random-canine"), TrainConfig()
+    else:
+        model_cfg, cfg = load_section("model"), load_section("train")
+    if not overrides:
+        return model_cfg, cfg
+    raw = apply_overrides({"model": {}, "train": {}}, list(overrides))
+    unknown = set(raw) - {"model", "train"}
+    if unknown:
+        raise SystemExit(f"bench_train.py --set: only model.* and train.* apply, not "
+                         f"{', '.join(sorted(unknown))}")
+    try:  # the dataclasses validate the result (cashg.core.params.build for the whole file)
+        return (build(ModelConfig, as_plain(model_cfg) | raw["model"], "--set model"),
+                build(TrainConfig, as_plain(cfg) | raw["train"], "--set train"))
+    except (ParamsError, ValueError) as exc:
+        raise SystemExit(f"bench_train.py --set: {exc}") from exc
 
 
 def make_trainer(model_cfg, cfg, device: str) -> Trainer:
@@ -132,6 +152,10 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed iterations per stage (default 1; 3 with --compile; 4 with "
                          "--cuda-graphs: the stage's first step is eager, then captures)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="SECTION.KEY=VALUE",
+                    help="override a model or train field of the profile (YAML value), e.g. "
+                         "model.style_refs=8; repeatable")
     ap.add_argument("--no-reference", action="store_true",
                     help="skip the reference-step check (two more trainers: device time)")
     args = ap.parse_args()
@@ -139,7 +163,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
-    model_cfg, cfg = load_profile(args.profile)
+    model_cfg, cfg = load_profile(args.profile, args.overrides)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True, compile_mode=args.compile_mode)
     cfg = dataclasses.replace(cfg, static_shapes=args.static_shapes, cuda_graphs=args.cuda_graphs)
