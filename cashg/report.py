@@ -440,6 +440,47 @@ def decoding_curve_markdown(results: Path, experiments: Sequence[str]) -> list[s
     return parts
 
 
+def glyph_test_markdown(results: Path, experiments: Sequence[str], images: Path) -> list[str]:
+    """The glyph tests (``results/glyph_test/<experiment>/``): per class, the share of the
+    glyphs the glyph reader reads right, the model's alone and in a word beside the writers'
+    own, and the share at the point cap; then each writer's alphabet picture. Nothing when no
+    experiment has one."""
+    from cashg.recognition.scoring import GLYPH_CLASSES
+
+    parts: list[str] = []
+    for exp in experiments:
+        metrics = _read_json(results / "glyph_test" / exp / "metrics.json")
+        details = _read_json(results / "glyph_test" / exp / "details.json") or {}
+        if metrics is None:
+            continue
+        if not parts:
+            parts += ["## Glyph test: each character alone and in a word", ""]
+        word = details.get("word", "n{}n").replace("{}", "X")
+        parts += [f"`{exp}`: each of the {len(details.get('writers', []))}"
+                  f" {details.get('writer_set', 'test')} writers writes each of the"
+                  f" {len(details.get('alphabet', ''))} characters alone and inside `{word}`"
+                  " (X the character), with the run's decoding; the benchmark's glyph reader"
+                  " (trained on ground-truth glyphs of other writers) reads each one, and the"
+                  " writer's own glyph of the same character (*own*, the ceiling). *ratio*:"
+                  " alone / own; *at cap*: the model's glyphs that ran to the sampler's"
+                  f" {details.get('max_char_points', '')}-point cap (alone and in the word).",
+                  "",
+                  "| class | alone ↑ | in a word ↑ | own | ratio ↑ | at cap ↓ |",
+                  "|:--|--:|--:|--:|--:|--:|"]
+        for name in (*GLYPH_CLASSES, "all"):
+            parts.append(f"| {name} | {format_value(metrics.get(f'GLYPH_{name}'), 3)} |"
+                         f" {format_value(metrics.get(f'GLYPH_{name}_word'), 3)} |"
+                         f" {format_value(metrics.get(f'GLYPH_{name}_own'), 3)} |"
+                         f" {format_value(metrics.get(f'GLYPH_{name}_ratio'), 3)} |"
+                         f" {format_value(metrics.get(f'GLYPH_CAP_{name}'), 3)} |")
+        parts.append("")
+        for pic in sorted((results / "glyph_test" / exp / "writers").glob("*.png")):
+            rel = _copy(pic, images, f"glyphs_{exp}_{pic.name}")
+            if rel:
+                parts += [f"![{exp} {pic.stem}]({rel})", ""]
+    return parts
+
+
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
     """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
     from cashg.core.params import load_params
@@ -618,6 +659,7 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
                   " Definitions in `docs/metrics.md`; the counts behind each share are in"
                   " `results/evaluate/<experiment>/details.json` (`class_errors`).", "",
                   class_errors_markdown(class_rows)]
+    parts += glyph_test_markdown(results, list(dict.fromkeys((*table2, *experiments))), images)
 
     if recognizers is None:
         recognizers = [b for b in table2_benchmarks

@@ -172,10 +172,26 @@ class NewTextConfig:
     experiments: Mapping[str, NewTextRun] = field(default_factory=_no_runs)
 
 
+@dataclass(frozen=True)
+class GlyphTestConfig:
+    """The ``glyph_test`` section (stage ``glyph_test@<experiment>``, one per
+    ``new_text.experiments`` entry, :mod:`cashg.evaluation.glyph_test`): every test writer
+    writes every character alone and inside ``word`` (a template with one ``{}``), and the
+    benchmark's glyph reader names each one beside the writer's own glyph."""
+
+    word: str = "n{}n"
+
+    def __post_init__(self) -> None:
+        rest = self.word.replace("{}", "", 1)
+        if "{}" not in self.word or "{" in rest or "}" in rest:
+            raise ValueError(f"glyph_test.word must hold exactly one {{}}, got {self.word!r}")
+
+
 EXPERIMENT_SECTIONS: dict[str, type | object] = {"experiments": Mapping[str, ExperimentConfig],
                                                "ablation": AblationConfig,
                                                "train_budget": TrainBudgetConfig,
-                                               "new_text": NewTextConfig}
+                                               "new_text": NewTextConfig,
+                                               "glyph_test": GlyphTestConfig}
 
 
 def experiment_names(params: Mapping[str, Any]) -> list[str]:

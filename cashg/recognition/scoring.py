@@ -36,9 +36,12 @@ __all__ = [
     "edit_distance",
     "error_counts",
     "format_class_errors",
+    "GLYPH_CLASSES",
+    "glyph_class",
 ]
 
 CHAR_CLASSES = ("lower", "upper", "digit", "punct", "space", "initial")
+GLYPH_CLASSES = ("lower", "upper", "digit", "punct")  # a character written alone
 
 
 def edit_distance(ref: Sequence, hyp: Sequence) -> int:
@@ -101,6 +104,12 @@ def char_class(text: str, i: int) -> str:
         if test(ch):
             return name
     return "punct"
+
+
+def glyph_class(char: str) -> str:
+    """The class of one non-space character written alone (one of :data:`GLYPH_CLASSES`; the
+    glyph test): :func:`char_class` without the line-initial class."""
+    return char_class(" " + char, 1)
 
 
 def align(ref: Sequence, hyp: Sequence) -> tuple[str, ...]:

@@ -6,8 +6,13 @@ Trains the benchmark's recognizer on its ground-truth training lines (``train/se
 then transcribes the held-out lines and the ground-truth test lines (``test/gt.h5``) and
 writes ``recognizer.pt`` and ``summary.json``: validation, test and chance-level CER / WER
 (chance: each test line's transcription scored against another line's text), line counts,
-training seconds (wall clock of the loop) and CPU seconds (the whole process). Progress: a tqdm bar (unless ``--no-progress``) and one line per
-epoch on stderr.
+training seconds (wall clock of the loop) and CPU seconds (the whole process). Progress: a
+tqdm bar (unless ``--no-progress``) and one line per epoch on stderr.
+
+The same stage trains the benchmark's **glyph reader** (:mod:`cashg.recognition.glyphs`,
+``recognizer.glyphs``) on the train split's ground-truth glyphs, the train writers that
+training holds out (``train.val_writers``) left out, and writes ``glyph_reader.pt``; the
+summary adds the share of the held-out and the test writers' glyphs it reads right.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from cashg.core.params import ParamsError, load_section
+from cashg.core.params import ParamsError, load_params, load_section
+from cashg.core.subsets.readers import CharReader, held_out_writers, split_writers
 from cashg.recognition.ctc import Alphabet
 from cashg.recognition.data import (
     RecognizerDataError,
@@ -30,6 +36,7 @@ from cashg.recognition.data import (
     read_ink_lines,
     read_sentence_subset,
 )
+from cashg.recognition.glyphs import GlyphInk, train_glyph_reader
 from cashg.recognition.scoring import chance_pairs, error_counts
 from cashg.recognition.train import train_recognizer
 
@@ -80,8 +87,42 @@ def run_stage(benchmark: str, data: Path, out: Path, params: Path,
         "alphabet_size": len(alphabet.chars),
         "parameters": sum(p.numel() for p in recognizer.net.parameters()),
     })
+    summary.update(train_glyph_reader_of(data, out, params, progress))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _glyphs(char_h5: Path, writers: set[str]) -> list[GlyphInk]:
+    with CharReader(char_h5) as r:
+        return [GlyphInk(g.xy, g.pen, g.char) for g in (r[i] for i in range(len(r)))
+                if g.writer in writers and g.rank == 0]
+
+
+def train_glyph_reader_of(data: Path, out: Path, params: Path, progress: bool) -> dict:
+    """Train the benchmark's glyph reader (:mod:`cashg.recognition.glyphs`) on the train
+    split's glyphs without the writers that training holds out (``train.val_writers``, whose
+    glyphs it is scored on, as the glyph test's held-out writers are), write
+    ``glyph_reader.pt`` and return its summary keys: the share of the held-out writers' and
+    the test writers' ground-truth glyphs it reads right (``GLYPH_READER_val`` / ``_gt``)."""
+    all_params = load_params(params)
+    cfg = all_params["recognizer"].glyphs
+    kept, held = held_out_writers(data / "train", all_params["train"].val_writers)
+    train = _glyphs(data / "train" / "char.h5", set(kept))
+    start = time.perf_counter()
+    reader = train_glyph_reader(train, cfg, progress, {"data": str(data)})
+    reader.save(out / "glyph_reader.pt")
+
+    def share(glyphs: list[GlyphInk]) -> float | None:
+        if not glyphs:
+            return None
+        return round(sum(r == g.char for r, g in zip(reader.read(glyphs), glyphs))
+                     / len(glyphs), 4)
+
+    test_chars = data / "test" / "char.h5"
+    test = _glyphs(test_chars, set(split_writers(data / "test"))) if test_chars.is_file() else []
+    return {"GLYPH_READER_val": share(_glyphs(data / "train" / "char.h5", set(held))),
+            "GLYPH_READER_gt": share(test), "glyph_reader_glyphs": len(train),
+            "glyph_reader_seconds": round(time.perf_counter() - start, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"recognizer {args.benchmark}: CER val {fmt('CER_val')} test GT {fmt('CER_gt')}"
           f" chance {fmt('CER_chance')}; WER val {fmt('WER_val')} test GT {fmt('WER_gt')}"
-          f" chance {fmt('WER_chance')}; {summary['train_seconds']} s training,"
+          f" chance {fmt('WER_chance')}; glyph reader: held-out glyphs read right"
+          f" {fmt('GLYPH_READER_val')}, test {fmt('GLYPH_READER_gt')};"
+          f" {summary['train_seconds']} s training,"
           f" {summary['cpu_seconds']} CPU s, {time.perf_counter() - start:.0f} s wall"
           f" -> {args.out}")
     return 0

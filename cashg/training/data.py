@@ -55,12 +55,15 @@ import torch
 
 from cashg.core.config.model import TrainConfig
 from cashg.core.pen_states import line_word_gaps, writer_word_gap
-from cashg.core.subsets.readers import (
+from cashg.core.subsets.readers import (  # noqa: F401 (DataError & co.: re-exported)
     BigramReader,
     CharReader,
+    DataError,
     SentenceReader,
     StyleReader,
+    held_out_writers,
     one_per_writer_batch,
+    split_writers,
 )
 from cashg.model.batch import CharSequenceBatch, SequenceSample, char_deltas, collate
 from cashg.training.augment import draw_writer_map, map_chars, map_images
@@ -77,28 +80,8 @@ POINT_FIELDS = {"char": ("xy", "pen"), "bigram": ("xy", "pen"),
                 "sentence": ("xy", "pen", "char_index")}
 
 
-class DataError(ValueError):
-    """Subsets that cannot feed training (missing files, writers without style images...)."""
-
-
 def _str(v: object) -> str:
     return v.decode("utf-8") if isinstance(v, bytes) else str(v)
-
-
-def split_writers(split_dir: Path) -> list[str]:
-    """Writers of a split that have style reference images (sorted)."""
-    with StyleReader(split_dir / "style.h5") as st:
-        return [w for w, r in st.indices_by_writer().items() if len(r)]
-
-
-def held_out_writers(split_dir: Path, n: int) -> tuple[list[str], list[str]]:
-    """``(training writers, held-out writers)`` of a train split: the last ``n`` writers (in
-    :func:`split_writers` order) are held out of training (``train.val_writers``) and serve
-    as its validation when the benchmark has no validation split."""
-    writers = split_writers(split_dir)
-    if n >= len(writers):
-        raise DataError(f"{split_dir}: val_writers={n} leaves no train writer")
-    return (writers[:-n], writers[-n:]) if n > 0 else (writers, [])
 
 
 def split_is_empty(split_dir: Path) -> bool:

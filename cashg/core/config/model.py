@@ -436,6 +436,34 @@ class RecognizerTrainConfig:
 
 
 @dataclass(frozen=True)
+class GlyphReaderConfig:
+    """The glyph reader (:mod:`cashg.recognition.glyphs`): a CNN naming one glyph from its
+    picture in the line's frame, trained on the benchmark's ground-truth glyphs, that the
+    glyph test (:mod:`cashg.evaluation.glyph_test`) reads glyphs with.
+
+    The picture: ``image_size`` pixels over ``span`` x ``span`` sentence heights, centred on
+    the glyph's box in x, from ``top`` down in y; strokes about 2 pixels wide. Training:
+    ``iterations`` batches of ``batch_size`` glyphs, AdamW at ``lr`` (warm-up, cosine decay),
+    ``width`` channels in the first conv block, each glyph under a random map: shear in
+    +-``shear``, scale e^+-``scale`` (and the y/x ratio e^+-``aspect``), rotation +-``rotation``
+    degrees, shift +-``shift`` sentence heights."""
+
+    image_size: int = 32
+    span: float = 1.5
+    top: float = -0.25
+    width: int = 16
+    iterations: int = 1000
+    batch_size: int = 64
+    lr: float = 2.0e-3
+    seed: int = 0
+    shear: float = 0.3
+    scale: float = 0.15
+    aspect: float = 0.1
+    rotation: float = 5.0
+    shift: float = 0.05
+
+
+@dataclass(frozen=True)
 class RecognizerConfig:
     """The ``recognizer`` params section: a small online handwriting recognizer per listed
     benchmark, trained on its ground-truth training lines, that scores the legibility of
@@ -449,6 +477,7 @@ class RecognizerConfig:
     features: RecognizerFeatureConfig = RecognizerFeatureConfig()
     model: RecognizerModelConfig = RecognizerModelConfig()
     train: RecognizerTrainConfig = RecognizerTrainConfig()
+    glyphs: GlyphReaderConfig = GlyphReaderConfig()
 
 
 CASHG_SECTIONS: dict[str, type | object] = {"model": ModelConfig, "evaluate": EvaluateConfig,

@@ -248,6 +248,28 @@ class StyleReader(SubsetReader):
         return self._ds("images")[r.start:r.stop]
 
 
+class DataError(ValueError):
+    """Subsets that cannot feed training or be scored (missing files, writers without style
+    images...)."""
+
+
+def split_writers(split_dir: Path) -> list[str]:
+    """Writers of a split that have style reference images (sorted)."""
+    with StyleReader(split_dir / "style.h5") as st:
+        return [w for w, r in st.indices_by_writer().items() if len(r)]
+
+
+def held_out_writers(split_dir: Path, n: int) -> tuple[list[str], list[str]]:
+    """``(training writers, held-out writers)`` of a train split: the last ``n`` writers (in
+    :func:`split_writers` order) are held out of training (``train.val_writers``) and serve
+    as its validation when the benchmark has no validation split; the glyph reader is
+    trained without them and the glyph test can score them."""
+    writers = split_writers(split_dir)
+    if n >= len(writers):
+        raise DataError(f"{split_dir}: val_writers={n} leaves no train writer")
+    return (writers[:-n], writers[-n:]) if n > 0 else (writers, [])
+
+
 def to_deltas(xy: np.ndarray) -> np.ndarray:
     """``(T, 2)`` point-to-point offsets; the first row is the first point itself (offset from
     the origin), so ``np.cumsum(to_deltas(xy), axis=0) == xy``."""
