@@ -455,7 +455,7 @@ def glyph_test_markdown(results: Path, experiments: Sequence[str], images: Path)
             continue
         if not parts:
             parts += ["## Glyph test: each character alone and in a word", ""]
-        word = details.get("word", "n{}n").replace("{}", "X")
+        word = details.get("word", "n {}n").replace("{}", "X")
         parts += [f"`{exp}`: each of the {len(details.get('writers', []))}"
                   f" {details.get('writer_set', 'test')} writers writes each of the"
                   f" {len(details.get('alphabet', ''))} characters alone and inside `{word}`"

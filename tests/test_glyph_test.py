@@ -175,7 +175,7 @@ def glyph_run(tiny_train_subsets, tmp_path_factory):
     return {"root": root, "subsets": tiny_train_subsets}
 
 
-def _params(tmp_path: Path, word: str = "n{}n") -> Path:
+def _params(tmp_path: Path, word: str = "n {}n") -> Path:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["generate"]["max_char_points"] = 6  # a random model rarely ends a character
     params["train"]["val_writers"] = 1

@@ -11,9 +11,9 @@ import torch
 from cashg.core.config.model import ModelConfig
 from cashg.model import CASHG, char_deltas, collate, count_parameters
 from cashg.model.checkpoint import CheckpointError, load_model, save_model_checkpoint
-from cashg.model.decoder import char_positions
+from cashg.model.decoder import char_positions, stroke_indices
 from cashg.model.gmm_head import RHO_LIMIT, mixture_from_raw
-from cashg.model.presets import TINY, synthetic_sample
+from cashg.model.presets import TINY, synthetic_sample, with_changes
 from cashg.model.rope import RotaryEmbedding
 from cashg.model.text_encoder import TextBackboneError, build_text_backbone
 
@@ -262,6 +262,32 @@ def test_paper_size_parameter_count():
     assert 120e6 < counts["frozen"] < 140e6  # canine-c is ~132M, frozen
     assert counts["trainable"] > 10e6
     assert all(not p.requires_grad for p in m.text.backbone.parameters())
+
+
+def test_stroke_indices_count_the_lifts_before_each_point():
+    """The point after a pen lift opens the next stroke; a character ends its count (EOC and
+    CURSIVE_EOC are not lifts inside it); the count is per character."""
+    pen = torch.tensor([[[0, 0, 1, 0, 1, 1, 3], [0, 1, 0, 2, 0, 0, 0]]])  # (1, S=2, T=7)
+    expected = torch.tensor([[[0, 0, 0, 1, 1, 2, 3], [0, 0, 1, 1, 1, 1, 1]]])
+    assert torch.equal(stroke_indices(pen), expected)
+
+
+def test_stroke_index_changes_the_tokens_only_where_on():
+    """With ``model.stroke_index`` the tokens after a lift differ from the same model's
+    without the embedding; off, no parameter and the same tokens as before the option."""
+    torch.manual_seed(0)
+    on = CASHG(with_changes(TINY, stroke_index=True)).decoder
+    torch.manual_seed(0)
+    off = CASHG(TINY).decoder
+    assert off.point_stroke is None and on.point_stroke is not None
+    deltas = torch.randn(1, 1, 5, 2)
+    pen = torch.tensor([[[0, 1, 0, 1, 3]]])
+    mask = torch.ones(1, 1, 5, dtype=torch.bool)
+    with torch.no_grad():
+        on.point_stroke.weight[0] = 0.0  # stroke 0 adds nothing: tokens before a lift agree
+        a, b = on.embed_chars(deltas, pen, mask), off.embed_chars(deltas, pen, mask)
+    torch.testing.assert_close(a[..., :2, :], b[..., :2, :])
+    assert not torch.allclose(a[..., 2:, :], b[..., 2:, :])
 
 
 def test_char_positions_are_relative_to_the_first_point():

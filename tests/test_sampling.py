@@ -328,6 +328,7 @@ def test_rows_progress_independently(use_cache):
     (True, False, False, False, {}), (True, True, True, False, {}),
     (False, False, True, False, {}), (True, True, False, True, {}),
     (True, True, True, False, {"char_extent": True, "line_position": True}),
+    (True, True, True, False, {"char_extent": True, "stroke_index": True}),
     (False, True, False, False, {"char_extent": True}),
     (False, False, False, False, {"line_position": True})])
 def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, every, jump,
@@ -342,16 +343,17 @@ def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, eve
                            identity_every_token=every, jump_head=jump, **placement)).eval()
     if placement:  # inputs strong enough that a wrong extent or height changes the points
         with torch.no_grad():
-            for layer in (m.decoder.point_extent, m.decoder.line_pos):
+            for layer in (m.decoder.point_extent, m.decoder.line_pos, m.decoder.point_stroke):
                 if layer is not None:
                     layer.weight.mul_(30.0)
     with torch.no_grad():
-        m.head.proj.bias[:4] = torch.tensor([3.0, 2.9 if jump else 0.0, -1.5, -1.5])
+        lifts = jump or placement.get("stroke_index", False)  # strokes after lifts
+        m.head.proj.bias[:4] = torch.tensor([3.0, 2.9 if lifts else 0.0, -1.5, -1.5])
         if jump:  # jumps far from the other offsets, so a wrong pick cannot pass
             m.head.jump_proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
             m.head.jump_proj.bias[4 + TINY.n_mixtures:4 + 3 * TINY.n_mixtures] += 5.0
     res = _run(m, True, True, min_pts=3, max_pts=8)
-    if jump:
+    if lifts:
         after_lift = sum(int((pen[:-1] == 1).sum()) for pen in res.pen)
         assert after_lift > 5
     imgs = torch.rand(len(TEXTS), 3, 64, 64, generator=torch.Generator().manual_seed(1))

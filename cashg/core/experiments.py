@@ -179,7 +179,7 @@ class GlyphTestConfig:
     writes every character alone and inside ``word`` (a template with one ``{}``), and the
     benchmark's glyph reader names each one beside the writer's own glyph."""
 
-    word: str = "n{}n"
+    word: str = "n {}n"
 
     def __post_init__(self) -> None:
         rest = self.word.replace("{}", "", 1)

@@ -9,8 +9,9 @@ A line's CER mixes a character's shape with everything around it. The glyph test
 the shape: for each writer (the benchmark's test writers, or with ``--writers held-out`` the
 train writers that training holds out, on which changes are chosen) the model writes each
 character of its alphabet (the characters of the train split's glyphs) once alone and once
-inside the word ``glyph_test.word`` (``"n{}n"``: after another character's ink, and ending
-so that the next can start), in the writer's style and with the ``generate`` section's
+inside the line ``glyph_test.word`` (``"n {}n"``: the character starts a word, where a line
+holds its capitals and digits, after a space and another character's ink, and must end so that
+the next can start), in the writer's style and with the ``generate`` section's
 decoding. The glyph reader (:mod:`cashg.recognition.glyphs`, trained on ground-truth glyphs
 of writers it is not scored on) reads each generated glyph, the one inside the word cut out by
 its character index, and the writer's own ground-truth glyph of the same character

@@ -291,6 +291,7 @@ class _Rows:
         self.pos = self.identity.new_zeros(b, 2)
         self.lo, self.hi = torch.zeros_like(self.pos), torch.zeros_like(self.pos)
         self.line = self.identity.new_zeros(b, 1)
+        self.stroke = torch.zeros_like(self.t)  # (W,) the stroke the next point of s is in
         self.restart: Restart | None = None  # restarting rows of the next cached step
         self.cache = self.weights = None
         if opts.use_cache:  # the longest window is 1 + m + 1 + (m - 1) tokens
@@ -341,7 +342,7 @@ class _Rows:
         point ends a character move on to the next one (or finish). Returns whether any row is
         still writing."""
         t = self.t
-        ctx = self._point_context(delta, t) if any(self.dec.point_inputs) else None
+        ctx = self._point_context(delta, t, pen) if any(self.dec.point_inputs) else None
         p = self.dec.embed_points(delta, pen, ctx)  # (W, D)
         self.cur_p[self.rows, t] = p
         self.x = p + self.seg_cur
@@ -381,13 +382,16 @@ class _Rows:
                 self.restart = self._context(r, n, tp)
         return True
 
-    def _point_context(self, delta: torch.Tensor, t: torch.Tensor) -> PointContext:
-        """The :class:`~cashg.model.decoder.PointContext` of each row's new point, kept up to
-        date one point at a time as :func:`~cashg.model.decoder.point_context` computes it
-        for whole characters: the position after the first point of a character is the sum
-        of its later offsets, the extent the running box of those positions, the line height
-        the running sum of every y offset since the origin."""
-        position, extent, line = self.dec.point_inputs
+    def _point_context(self, delta: torch.Tensor, t: torch.Tensor,
+                       pen: torch.Tensor) -> PointContext:
+        """The :class:`~cashg.model.decoder.PointContext` of each row's new point (offset
+        ``delta``, pen state ``pen``), kept up to date one point at a time as
+        :func:`~cashg.model.decoder.point_context` computes it for whole characters: the
+        position after the first point of a character is the sum of its later offsets, the
+        extent the running box of those positions, the line height the running sum of every y
+        offset since the origin, the stroke index the number of pen lifts before the point in
+        its character."""
+        position, extent, line, stroke = self.dec.point_inputs
         first = (t == 0)[:, None]  # (W, 1) the point opens a character
         self.pos = torch.where(first, 0.0, self.pos + delta)  # char_positions
         box = None
@@ -397,7 +401,12 @@ class _Rows:
             box = torch.cat([self.lo - self.pos, self.hi - self.pos], -1)  # char_extents
         if line:
             self.line = self.line + delta[:, 1:]  # line_heights
-        return PointContext(self.pos if position else None, box, self.line if line else None)
+        index = None
+        if stroke:  # stroke_indices: this point's stroke; the next one's after a lift
+            index = torch.where(first[:, 0], 0, self.stroke)
+            self.stroke = index + (pen == PU).long()
+        return PointContext(self.pos if position else None, box, self.line if line else None,
+                            index)
 
     def _context(self, r: torch.Tensor, n: torch.Tensor, tp: int) -> Restart:
         """The restart of rows ``r`` (R,) whose previous characters have ``n`` (R,) points (at
@@ -414,7 +423,7 @@ class _Rows:
     def _select(self, keep: torch.Tensor) -> None:
         """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
         for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
-                     "cur_p", "prev_p", "prev_len", "pos", "lo", "hi", "line"):
+                     "cur_p", "prev_p", "prev_len", "pos", "lo", "hi", "line", "stroke"):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = torch.arange(len(keep), device=keep.device)
         if self.cache is not None:  # memory rows stay shared

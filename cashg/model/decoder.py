@@ -36,12 +36,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from cashg.core.config.model import ModelConfig
+from cashg.core.records import PU
 from cashg.model import decoder_step
 from cashg.model.decoder_step import KVCache, Restart, StepMemory, StepWeights
 from cashg.model.packing import Bucket, Packing, take_rows
 from cashg.model.rope import RotaryEmbedding
 
 N_PEN = 4
+MAX_STROKE_INDEX = 7  # model.stroke_index: strokes 7, 8, ... of a character share one embedding
 
 
 @dataclass
@@ -197,11 +199,13 @@ class PointContext:
     position (..., 2): the pen relative to its character's first point (``point_position``,
     :func:`char_positions`); extent (..., 4): the character's ink so far as a box relative to
     the pen (``char_extent``, :func:`char_extents`); line (..., 1): the pen's height in the
-    line's frame (``line_position``, :func:`line_heights`)."""
+    line's frame (``line_position``, :func:`line_heights`); stroke (...) long: which stroke of
+    its character the point belongs to (``stroke_index``, :func:`stroke_indices`)."""
 
     position: torch.Tensor | None = None
     extent: torch.Tensor | None = None
     line: torch.Tensor | None = None
+    stroke: torch.Tensor | None = None
 
 
 def char_positions(deltas: torch.Tensor) -> torch.Tensor:
@@ -243,13 +247,26 @@ def line_heights(deltas: torch.Tensor, point_mask: torch.Tensor) -> torch.Tensor
     return dy.reshape(b, s * t).cumsum(1).view(b, s, t, 1)
 
 
+def stroke_indices(pen: torch.Tensor) -> torch.Tensor:
+    """(..., T) long: the stroke of its character each point belongs to, from the pen states
+    (..., T) of whole characters: the number of pen lifts (``PU``) before the point, so the
+    point after a lift opens the next stroke (the lift itself is the pen state of the last
+    point of a stroke). Padding repeats the count; it is masked wherever it is read."""
+    lifts = (pen == PU).long()
+    return lifts.cumsum(-1) - lifts
+
+
 def point_context(deltas: torch.Tensor, point_mask: torch.Tensor, position: bool,
-                  extent: bool, line: bool) -> PointContext:
+                  extent: bool, line: bool, stroke: bool = False,
+                  pen: torch.Tensor | None = None) -> PointContext:
     """The :class:`PointContext` of whole characters (teacher forcing): deltas (B, S, T, 2),
-    point_mask (B, S, T); only the parts asked for are computed."""
+    point_mask and pen (B, S, T); only the parts asked for are computed."""
     pos = char_positions(deltas) if position or extent else None
+    if stroke and pen is None:
+        raise ValueError("stroke_index is on: point_context needs the pen states")
     return PointContext(pos if position else None, char_extents(pos) if extent else None,
-                        line_heights(deltas, point_mask) if line else None)
+                        line_heights(deltas, point_mask) if line else None,
+                        stroke_indices(pen) if stroke else None)
 
 
 class GatedContextFusion(nn.Module):
@@ -284,6 +301,8 @@ class BiSWTDecoder(nn.Module):
         self.point_pos = nn.Linear(2, d) if cfg.point_position else None
         self.point_extent = nn.Linear(4, d) if cfg.char_extent else None
         self.line_pos = nn.Linear(1, d) if cfg.line_position else None
+        self.point_stroke = (nn.Embedding(MAX_STROKE_INDEX + 1, d) if cfg.stroke_index
+                             else None)
         self.segment = nn.Embedding(2, d)  # 0 = predecessor tokens, 1 = current character
         rope = RotaryEmbedding(d // cfg.n_heads, cfg.rope_base)
         self.blocks = nn.ModuleList(
@@ -302,26 +321,30 @@ class BiSWTDecoder(nn.Module):
         self.rope = rope
 
     @property
-    def point_inputs(self) -> tuple[bool, bool, bool]:
-        """Which :class:`PointContext` parts the tokens embed: (position, extent, line)."""
+    def point_inputs(self) -> tuple[bool, bool, bool, bool]:
+        """Which :class:`PointContext` parts the tokens embed: (position, extent, line,
+        stroke)."""
         return (self.point_pos is not None, self.point_extent is not None,
-                self.line_pos is not None)
+                self.line_pos is not None, self.point_stroke is not None)
 
     def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor,
                      context: PointContext | None = None) -> torch.Tensor:
         """Trajectory tokens (..., D) from deltas (..., 2), pen states (...) and the parts of
         ``context`` the options embed (``point_position``, ``char_extent``,
-        ``line_position``: :class:`PointContext`)."""
+        ``line_position``, ``stroke_index``: :class:`PointContext`)."""
         x = self.point_xy(deltas) + self.point_pen(pen)
         parts = ((self.point_pos, "position", "point_position"),
                  (self.point_extent, "extent", "char_extent"),
-                 (self.line_pos, "line", "line_position"))
+                 (self.line_pos, "line", "line_position"),
+                 (self.point_stroke, "stroke", "stroke_index"))
         for layer, name, option in parts:
             if layer is None:
                 continue
             value = None if context is None else getattr(context, name)
             if value is None:
                 raise ValueError(f"{option} is on: embed_points needs the {name}")
+            if name == "stroke":
+                value = value.clamp(0, MAX_STROKE_INDEX)
             x = x + layer(value)
         return x
 
@@ -330,7 +353,7 @@ class BiSWTDecoder(nn.Module):
         """Trajectory tokens (..., T, D) of whole characters, deltas (B, S, T, 2), pen and
         point_mask (B, S, T); the :class:`PointContext` parts are derived only when they
         are embedded."""
-        ctx = point_context(deltas, point_mask, *self.point_inputs) if any(
+        ctx = point_context(deltas, point_mask, *self.point_inputs, pen=pen) if any(
             self.point_inputs) else None
         return self.embed_points(deltas, pen, ctx)
 

@@ -66,6 +66,12 @@ class ModelConfig:
     # the sample's y offsets from its origin: how far the line has drifted). Off = not embedded.
     char_extent: bool = False
     line_position: bool = False
+    # Also embed which stroke of its character a trajectory token belongs to (0 for the
+    # points before the character's first pen lift, 1 after it, ...; the last embedding
+    # shared by every stroke from model.MAX_STROKE_INDEX on): a capital's or a digit's later
+    # strokes (an H's second stem, then its bar) are told apart by their number, which
+    # attention over offset tokens otherwise has to count. Off = not embedded (the paper's).
+    stroke_index: bool = False
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
