@@ -435,11 +435,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     no_end = rows.x.new_tensor(NO_END)  # (4,)
     spaces = whitespace(codepoints)  # (B, S) bool
     space_rows = spaces if opts.space_mode and not opts.greedy else None
-    jump = model.head.jump_proj
-    jump_proj = (partial(F.linear, weight=jump.weight, bias=jump.bias) if jump is not None
-                 else None)
     lift_box = model.cfg.lift_from_box
-    track = (opts.lift_mode and not opts.greedy) or jump is not None or lift_box
+    track = (opts.lift_mode and not opts.greedy) or lift_box
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
                 if track else None)  # (B,) each row's last pen
     m = opts.max_char_points
@@ -448,8 +445,6 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     while going:
         hidden = rows.hidden()  # (W, D)
         raw = head_proj(hidden)  # (W, 4 + 6K)
-        if jump_proj is not None:  # the jump after a lift inside a character: its own mixture
-            raw = torch.where((last_pen[rows.ids] == PU)[:, None], jump_proj(hidden), raw)
         noise = None
         if not opts.greedy:  # drawn for all B rows at every step: the stream does not depend
             u, z = draw_noise(gen, b, model.head.n_mixtures, raw)  # on which rows are left

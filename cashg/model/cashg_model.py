@@ -12,11 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from cashg.core.config.model import ModelConfig
-from cashg.core.records import PU
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gap_head import GapHead
@@ -64,7 +62,7 @@ class CASHG(nn.Module):
         self.text = CharacterContextEncoder(cfg, backbone_config)
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
-        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
+        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
         self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
         self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
         self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
@@ -265,12 +263,7 @@ class CASHG(nn.Module):
         else:  # a static-shape plan's length classes, one after the other
             h_out, gate = torch.cat([o[0] for o in outs]), None
             target = torch.cat([w.target for w in classes])
-        after_lift = None
-        if self.head.jump_proj is not None:  # (W, T): point k follows a lift at point k - 1
-            lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
-            rows = torch.cat([o[3].batch_index * s + o[3].char_index for o in outs])
-            after_lift = take_rows(lifted.flatten(0, 1), rows)
-        p = self.head(h_out, after_lift)  # over (W, T)
+        p = self.head(h_out)  # over (W, T)
         params = _scatter_params(p, target, (b, s, t))
         gates = None
         if return_gates and gate is not None:

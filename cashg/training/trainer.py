@@ -84,7 +84,6 @@ from cashg.training.graphed import GraphedStep
 from cashg.training.init import (
     data_scaled_init,
     gap_scale,
-    jump_scale,
     offset_scale,
     position_scale,
 )
@@ -277,8 +276,7 @@ class Trainer:
         model = CASHG(model_cfg)
         if cfg.data_init:
             chars = train_data.init_chars()
-            data_scaled_init(model, offset_scale(chars), position_scale(chars),
-                             jump_scale(chars))
+            data_scaled_init(model, offset_scale(chars), position_scale(chars))
         # model.gap_head starts at the data's median gap; model.writer_gap's inputs are
         # relative to it; it is model.relative_gap's unit where a writer's gap is unknown
         scaled = [m.scale for m in (model.gap, model.writer_gap, model.gap_unit)

@@ -69,10 +69,6 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
-    # a second output projection for the points that follow a pen lift inside a character
-    # (the jump to a stroke's start: an H's bar, a B's bowls), its own mixture at the jumps'
-    # scale; off = one head for every point (the paper's). cashg/model/gmm_head.py
-    jump_head: bool = False
     # a writer's word gap from its style memory (the writer memory, pooled, through a small
     # MLP), trained by an L1 loss of its own (train.gap_weight) and written at every space's
     # gap by the sampler; off = the gap is the mixture's, as every point (the paper's).
