@@ -9,7 +9,6 @@
 - :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5).
 - :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
 - :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
-- :func:`grouped_gap_loss` - ``model.gap_head``'s L1 loss on the word gap (not in the paper).
 
 VDL definitions (appendix A leaves them open; fixed here):
 - absolute trajectory = cumulative sum of the deltas over the whole sequence (padding
@@ -31,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.writer_gap import space_gap_points, whitespace
+from cashg.model.writer_gap import space_gap_points, whitespace  # noqa: F401 (re-exported)
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
 LAMBDA_PEN = 1.5
@@ -108,31 +107,6 @@ def group_mean(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torc
     graph, for a group without values. The per-micro-batch means of a packed step."""
     total = values.new_zeros(n_groups).index_add(0, group, values)
     count = values.new_zeros(n_groups).index_add(0, group, torch.ones_like(values))
-    return total / count.clamp(min=1.0)
-
-
-def gap_targets(codepoints: torch.Tensor, point_mask: torch.Tensor,
-                target_mask: torch.Tensor) -> torch.Tensor:
-    """(B, S, T) bool: the word-gap points the gap loss scores, the valid gap points
-    (:func:`space_gap_points`) of the target characters. ``codepoints`` / ``target_mask``
-    (B, S), ``point_mask`` (B, S, T)."""
-    return (space_gap_points(codepoints, point_mask.shape[-1]) & point_mask
-            & target_mask[..., None])
-
-
-def grouped_gap_loss(gap: torch.Tensor, deltas: torch.Tensor, targets: torch.Tensor,
-                     sample_group: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """(G,) per micro-batch the mean absolute difference between each sample's predicted word
-    gap ``gap`` (B,) and the x offsets of ``deltas`` (B, S, T, 2) at its gap points
-    ``targets`` (B, S, T) bool (:func:`gap_targets`); ``sample_group`` (B,) long in [0, G).
-    An L1 loss: the head learns the gap's conditional median, a writer's typical gap rather
-    than a mean pulled by the rare wide ones. Dense over (B, S, T) (no data-dependent shape);
-    0, with a graph, for a micro-batch without gaps (no space, or a char batch), so the head
-    is reached in every stage."""
-    err = (gap[:, None, None] - deltas[..., 0]).abs() * targets  # (B, S, T)
-    total = err.new_zeros(n_groups).index_add(0, sample_group, err.sum((1, 2)))
-    count = err.new_zeros(n_groups).index_add(0, sample_group,
-                                              targets.sum((1, 2)).to(err.dtype))
     return total / count.clamp(min=1.0)
 
 

@@ -60,7 +60,7 @@ def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bo
 @pytest.mark.parametrize("vdl", [True, False])
 @pytest.mark.parametrize("stream", ["char", "bigram", "sentence"])
 @pytest.mark.parametrize("options", [{}, {"point_position": True, "identity_every_token": True,
-                                          "char_extent": True, "line_position": True, "gap_head": True,
+                                          "char_extent": True, "line_position": True,
                                           "writer_gap": True},
                                      {"bi_swt": False, "gated_fusion": False, "relative_gap": True},
                                      {"context_memory": "sentence", "context_layers": 2}])

@@ -419,40 +419,6 @@ def test_a_space_after_its_first_point_stays_at_its_height(model, modes):
         assert (d[~(space & later), 1] != 0).all()
 
 
-@pytest.mark.parametrize("modes", [{}, {"space_mode": True}, {"greedy": True}])
-def test_a_gap_head_writes_each_writers_word_gap(modes):
-    """With ``model.gap_head`` every space's gap point (its second) is the head's gap of its
-    sentence's style references, whatever the decoding, cached or not; sentences with other
-    references get other gaps; the space's first point and the other characters are the
-    model's own."""
-    torch.manual_seed(0)
-    m = CASHG(with_changes(TINY, gap_head=True)).eval()
-    with torch.no_grad():
-        m.head.proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
-        m.gap.net[-1].weight.normal_(0.0, 1.0)  # gaps that differ from writer to writer
-        m.gap.scale.fill_(0.4)
-    texts = ["a b c", "xy  z", "a b c"]
-    cps, mask = encode_texts(texts)
-    imgs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))[[0, 1, 1]]
-    with torch.no_grad():
-        want = m.gap(m.style(imgs).writer_memory).numpy()  # (3,)
-    assert abs(want[0] - want[1]) > 0.02 and want[1] == pytest.approx(want[2])
-    runs = [sample(m, cps, mask, imgs, SamplingOptions(seed=3, max_char_points=3,
-                                                       min_char_points=3, use_cache=c,
-                                                       **modes)) for c in (True, False)]
-    _assert_same(*runs)
-    res = runs[0]
-    for i, text in enumerate(texts):
-        ci, d = res.char_index[i], res.deltas[i]
-        nth = np.r_[0, np.cumsum(ci[1:] == ci[:-1])]  # index of each point in its character
-        nth = nth - np.maximum.accumulate(np.where(np.r_[True, ci[1:] != ci[:-1]], nth, 0))
-        space = np.array([text[c] == " " for c in ci])
-        assert (space & (nth == 1)).sum() == text.count(" ")
-        np.testing.assert_allclose(d[space & (nth == 1)], [[want[i], 0.0]] * text.count(" "),
-                                   rtol=1e-5)
-        assert not np.allclose(d[~(space & (nth == 1)), 0], want[i])
-
-
 @pytest.mark.parametrize("modes", [{"space_mode": True}, {"lift_mode": True},
                                    {"space_mode": True, "lift_mode": True}])
 def test_modes_cached_matches_uncached(model, modes):

@@ -259,8 +259,6 @@ class _Rows:
         self.char_mask = char_mask
         writer_memory = model.decoder_memory(style.writer_memory, gaps)  # (U, M, D)
         mem_kv = dec.memory_kv(writer_memory, style.glyph_memory)  # (U, h, M, dh)
-        # (B,) each sentence's word gap from its style memory (model.gap_head), or None
-        self.gap = model.gap(style.writer_memory)[mem_row] if model.gap is not None else None
         # (B,) each sentence's gap unit (model.relative_gap: its writer's gap), or None
         self.unit = (model.gap_unit.units(writer_gap, b) if model.gap_unit is not None
                      else None)
@@ -470,9 +468,6 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if rows.unit is not None:  # model.relative_gap: the gap, drawn in writer units
             scale = torch.where(on_line, rows.unit[rows.ids].to(delta), 1.0)  # (W,)
             delta = delta * F.pad(scale[:, None], (0, 1), value=1.0)
-        if rows.gap is not None:  # the gap point (a space's second): the gap head's gap
-            gap = F.pad(rows.gap[rows.ids, None], (0, 1))  # (W, 2): (gap, 0)
-            delta = torch.where((on_line & (rows.t == 1))[:, None], gap, delta)
         if lift_box:  # model.lift_from_box: after a lift, drawn from the box's corner
             after_lift = (last_pen[rows.ids] == PU)[:, None]  # (W, 1)
             delta = torch.where(after_lift, delta + (rows.lo - rows.pos), delta)

@@ -17,7 +17,6 @@ from torch import nn
 from cashg.core.config.model import ModelConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
-from cashg.model.gap_head import GapHead
 from cashg.model.gmm_head import GMMHead, MixtureParams
 from cashg.model.lift_box import lift_shift
 from cashg.model.packing import Packing, take_rows
@@ -31,13 +30,11 @@ from cashg.model.writer_gap import WriterGapInput, WriterGapUnit
 @dataclass
 class ModelOutput:
     """params: mixture over (B, S, T) target points; style: style encoder outputs;
-    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off);
-    gap: (B,) each sample's word gap from its style memory (``model.gap_head``; else None)."""
+    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off)."""
 
     params: MixtureParams
     style: StyleOutput
     gates: torch.Tensor | None
-    gap: torch.Tensor | None = None
 
 
 @dataclass
@@ -63,7 +60,6 @@ class CASHG(nn.Module):
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
-        self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
         self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
         self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
 
@@ -270,8 +266,7 @@ class CASHG(nn.Module):
             g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
             gates = g.new_zeros(b, s, t, g.shape[-1])
             gates[win.batch_index, win.char_index] = g
-        gap = self.gap(style.writer_memory) if self.gap is not None else None  # (B,)
-        return ModelOutput(params, style, gates, gap)
+        return ModelOutput(params, style, gates)
 
     def _window_outputs(self, batch: CharSequenceBatch, identity: torch.Tensor,
                         points: torch.Tensor, ctx: torch.Tensor, style: StyleOutput,

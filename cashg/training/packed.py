@@ -25,8 +25,6 @@ from cashg.core.config.model import TrainConfig
 from cashg.losses import (
     boundary_mask,
     flat_rows,
-    gap_targets,
-    grouped_gap_loss,
     grouped_sequence_loss_at,
     grouped_style_loss,
     grouped_vertical_drift_loss_at,
@@ -164,16 +162,9 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
         sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
                                  batch.writer_ids, plan.sample_group, n, batch.glyph_labels,
                                  cfg.supcon_temperature)
-        gap = None
-        if out.gap is not None:  # model.gap_head: its L1 loss joins each sequence loss
-            gap = grouped_gap_loss(out.gap.float(), batch.deltas,
-                                   gap_targets(batch.codepoints, batch.point_mask,
-                                               batch.target_mask), plan.sample_group, n)
     result = []
     for g, stream in enumerate(streams):
         res = {k: seq[k][g] for k in ("mdn", "pen", "seq")}
-        if gap is not None:
-            res.update(gap=gap[g], seq=res["seq"] + cfg.gap_weight * gap[g])
         if use_vdl[g]:
             res["vdl"] = drift[g]
         elif stream == "char":

@@ -57,8 +57,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from cashg.core.config.model import ModelConfig, TrainConfig
 from cashg.losses import (
     boundary_mask,
-    gap_targets,
-    grouped_gap_loss,
     most_probable_mean,
     sequence_loss,
     space_gap_points,
@@ -173,11 +171,6 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     seq = sequence_loss(p, targets, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
                         x_only, cfg.space_gap_weight)
     res = dict(seq)
-    if out.gap is not None:  # model.gap_head: its L1 loss joins the sequence loss
-        targets = gap_targets(batch.codepoints, batch.point_mask, batch.target_mask)
-        gap = grouped_gap_loss(out.gap.float(), batch.deltas, targets,
-                               torch.zeros_like(batch.writer_ids), 1)[0]
-        res.update(gap=gap, seq=res["seq"] + cfg.gap_weight * gap)
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
         bounds = bounds & batch.target_mask[:, 1:]
@@ -191,7 +184,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     return res
 
 
-LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style", "gap")  # gap: model.gap_head only
+LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
 
 
 def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:
@@ -232,16 +225,14 @@ def weighted_total(per_micro: list[dict[str, torch.Tensor]], streams: tuple[str,
     return total, sums
 
 
-def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...],
-                 gap: bool = False) -> list[str]:
+def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...]) -> list[str]:
     """The ``train/<stream>/<loss>`` keys a step over micro-batches of ``streams`` logs (VDL
-    where it is on, and the char stream's 0; ``gap`` with ``model.gap_head``), in a fixed
-    order."""
+    where it is on, and the char stream's 0), in a fixed order."""
     names: list[str] = []
     for s, v in zip(streams, use_vdl):
         for k in LOGGED_LOSSES:
             name = f"train/{s}/{k}"
-            if (k != "vdl" or v or s == "char") and (k != "gap" or gap) and name not in names:
+            if (k != "vdl" or v or s == "char") and name not in names:
                 names.append(name)
     return names
 
@@ -277,9 +268,9 @@ class Trainer:
         if cfg.data_init:
             chars = train_data.init_chars()
             data_scaled_init(model, offset_scale(chars), position_scale(chars))
-        # model.gap_head starts at the data's median gap; model.writer_gap's inputs are
-        # relative to it; it is model.relative_gap's unit where a writer's gap is unknown
-        scaled = [m.scale for m in (model.gap, model.writer_gap, model.gap_unit)
+        # model.writer_gap's inputs are relative to the data's median gap; it is
+        # model.relative_gap's unit where a writer's gap is unknown
+        scaled = [m.scale for m in (model.writer_gap, model.gap_unit)
                   if m is not None]
         if scaled:
             median_gap = gap_scale(train_data.init_gaps())
@@ -482,7 +473,7 @@ class Trainer:
             with self.amp:
                 batch, plan = place(net, batch, plan, key[0], self.device)
             out = self.graphed(batch, plan, key, coef, epoch=epoch)  # (K,) see _graph_body
-            names = logged_names(*key[1:], self.model.gap is not None)
+            names = logged_names(*key[1:])
             sums = dict(zip(["train/total", *names], out[:-1]))
             grad_norm = out[-1]
             if upcoming is not None and self.graphed.active:
@@ -599,7 +590,7 @@ class Trainer:
         total, sums = weighted_total(per_micro, streams, use_vdl, coef)
         total.backward()
         norm = self.flat.clip_grad_norm(self.cfg.grad_clip)
-        names = logged_names(use_vdl, streams, self.model.gap is not None)
+        names = logged_names(use_vdl, streams)
         return torch.stack([total.detach()] + [sums[k] for k in names] + [norm.float()])
 
     def _check_all_parameters_reached(self, watch: GradientWatch, stage: int) -> None:
@@ -629,9 +620,8 @@ class Trainer:
                 for j in range(self.cfg.eval_batches):
                     b = self.val_source.batch(j, s, 0, plan.batch_sizes[s]).to(self.device)
                     losses = stream_losses(self.model, b, s, self.cfg, self.amp)
-                    for k in ("mdn", "pen", "vdl", "seq", "gap"):
-                        if k in losses:  # gap: model.gap_head only
-                            acc[k] += float(losses[k]) / self.cfg.eval_batches
+                    for k in ("mdn", "pen", "vdl", "seq"):
+                        acc[k] += float(losses[k]) / self.cfg.eval_batches
                 out.update({f"val/{s}/{k}": v for k, v in acc.items()})
                 total += acc["seq"]
             self.model.train()

@@ -69,11 +69,6 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
-    # a writer's word gap from its style memory (the writer memory, pooled, through a small
-    # MLP), trained by an L1 loss of its own (train.gap_weight) and written at every space's
-    # gap by the sampler; off = the gap is the mixture's, as every point (the paper's).
-    # cashg/model/gap_head.py
-    gap_head: bool = False
     # a writer's word gap as a style input: the median word gap of the writer's other lines
     # (a DSD-like writer descriptor, measured, not learned), embedded and added to the writer
     # memory that the decoder reads; off = the writer is known from its glyph images only
@@ -117,9 +112,6 @@ class ModelConfig:
         if self.lift_from_box and not self.char_extent:
             raise ValueError("model.lift_from_box needs model.char_extent: the sampler keeps "
                              "the character's box so far only with it")
-        if self.relative_gap and self.gap_head:
-            raise ValueError("model.relative_gap and model.gap_head are exclusive: each writes "
-                             "a space's gap its own way")
 
     @property
     def reads_writer_gap(self) -> bool:
@@ -229,9 +221,6 @@ class TrainConfig:
     # (a space's gap is 1 of about 100 scored points, and the demo model's gaps stay near
     # the population's even for the writers it trains on, docs/legibility.md); 1 = as any point
     space_gap_weight: float = 1.0
-    # weight of model.gap_head's L1 loss (cashg.losses.grouped_gap_loss), added to each
-    # micro-batch's sequence loss; read only with the head
-    gap_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
