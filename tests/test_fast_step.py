@@ -41,7 +41,7 @@ def _batch(stream: str):
         smp.chars[0] = np.concatenate([smp.chars[0][:-1], rng.normal(0, .05, (9, 3)).astype(
             np.float32), smp.chars[0][-1:]])
         smp.chars[0][:, 2] = np.r_[np.zeros(len(smp.chars[0]) - 1), 3]
-        # each writer's word gap (read by model.writer_gap / relative_gap only; one unknown)
+        # each writer's word gap (read by model.relative_gap only; one unknown)
         gap = (0.2, None, 0.9)[i]
         samples.append(dataclasses.replace(smp, target=target, writer_gap=gap))
     return collate(samples)
@@ -60,8 +60,7 @@ def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bo
 @pytest.mark.parametrize("vdl", [True, False])
 @pytest.mark.parametrize("stream", ["char", "bigram", "sentence"])
 @pytest.mark.parametrize("options", [{}, {"point_position": True, "identity_every_token": True,
-                                          "char_extent": True, "line_position": True,
-                                          "writer_gap": True},
+                                          "char_extent": True, "line_position": True},
                                      {"bi_swt": False, "gated_fusion": False, "relative_gap": True},
                                      {"context_memory": "sentence", "context_layers": 2}])
 def test_fast_step_equals_reference(stream, options, vdl):

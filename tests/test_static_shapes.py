@@ -49,7 +49,7 @@ def _step(subsets: Path, tmp: Path, t: int, model=TINY) -> tuple[dict, dict, dic
     return want, got, pairs
 
 
-CASES = [(t, None) for t in sorted(STEPS)] + [(5, o) for o in ("writer_gap", "relative_gap")]
+CASES = [(t, None) for t in sorted(STEPS)] + [(5, "relative_gap")]
 
 
 @pytest.mark.parametrize("t, option", CASES,
@@ -57,8 +57,6 @@ CASES = [(t, None) for t in sorted(STEPS)] + [(5, o) for o in ("writer_gap", "re
 def test_padded_and_unpadded_steps_agree(subsets: Path, tmp_path, t, option):
     want, got, pairs = _step(subsets, tmp_path, t,
                              with_changes(TINY, **({option: True} if option else {})))
-    if option == "writer_gap":  # the batches carry each writer's gap, and it is read
-        assert float(pairs["writer_gap.proj.weight"][1].norm()) > 0
     assert set(got) == set(want)
     off = {k: (got[k], v) for k, v in want.items()
            if got[k] != pytest.approx(v, rel=1e-4, abs=1e-5)}

@@ -211,7 +211,7 @@ def sample(
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
     :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
-    by a model with ``model.writer_gap`` or ``model.relative_gap`` (None: every writer at the
+    by a model with ``model.relative_gap`` (None: every writer at the
     population's gap)."""
     _check(opts)
     was_training = model.training
@@ -245,20 +245,11 @@ class _Rows:
         dev = codepoints.device
         m = opts.max_char_points
         # sentences with the same style references (one writer) share one style encoding
-        # (and the same word gap, model.writer_gap: the key's last column, NaN as -1)
-        key = style_images.flatten(1)
-        if model.writer_gap is not None and writer_gap is not None:
-            key = torch.cat([key, writer_gap.to(key).nan_to_num(-1.0)[:, None]], 1)
-        refs, mem_row = torch.unique(key, dim=0, return_inverse=True)
-        n_pixels = style_images[0].numel()
-        style = model.style(refs[:, :n_pixels].reshape(-1, *style_images.shape[1:]))  # U styles
-        gaps = refs[:, n_pixels] if refs.shape[1] > n_pixels else None  # (U,)
-        if gaps is not None:
-            gaps = torch.where(gaps < 0, float("nan"), gaps)
+        refs, mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
+        style = model.style(refs.reshape(-1, *style_images.shape[1:]))  # U styles
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
         self.char_mask = char_mask
-        writer_memory = model.decoder_memory(style.writer_memory, gaps)  # (U, M, D)
-        mem_kv = dec.memory_kv(writer_memory, style.glyph_memory)  # (U, h, M, dh)
+        mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
         # (B,) each sentence's gap unit (model.relative_gap: its writer's gap), or None
         self.unit = (model.gap_unit.units(writer_gap, b) if model.gap_unit is not None
                      else None)
@@ -520,7 +511,7 @@ def generate_sentences(
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
     ``on_step`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a model with
-    ``model.writer_gap`` or ``model.relative_gap`` (None: the population's)."""
+    ``model.relative_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:

@@ -24,7 +24,7 @@ from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
 from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
-from cashg.model.writer_gap import WriterGapInput, WriterGapUnit
+from cashg.model.writer_gap import WriterGapUnit
 
 
 @dataclass
@@ -60,13 +60,12 @@ class CASHG(nn.Module):
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
-        self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
         self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
 
     @property
     def reads_writer_gap(self) -> bool:
         """Whether each writer's measured word gap changes what the model writes."""
-        return self.writer_gap is not None or self.gap_unit is not None
+        return self.gap_unit is not None
 
     def mixture_targets(self, batch: CharSequenceBatch) -> torch.Tensor:
         """(B, S, T, 2) the offsets the mixture is scored on: ``batch.deltas``, with a
@@ -90,15 +89,6 @@ class CASHG(nn.Module):
         if not self.cfg.lift_from_box:
             return values
         return values + lift_shift(batch.deltas, batch.pen, batch.point_mask).to(values.dtype)
-
-    def decoder_memory(self, writer_memory: torch.Tensor,
-                       writer_gap: torch.Tensor | None) -> torch.Tensor:
-        """The writer memory (B, M, D) the decoder reads: with ``model.writer_gap``, shifted
-        by each sample's embedded word gap (B,) (:mod:`cashg.model.writer_gap`); else itself.
-        The style losses read the encoder's own memory."""
-        if self.writer_gap is None:
-            return writer_memory
-        return self.writer_gap(writer_memory, writer_gap)
 
     def build_windows(
         self,
@@ -276,9 +266,8 @@ class CASHG(nn.Module):
         the :class:`Windows`)."""
         t = batch.pen.shape[-1]
         win = self.windows_of_plan(identity, points, plan)
-        writer_memory = self.decoder_memory(style.writer_memory, batch.writer_gap)
         mem_kv = [(take_rows(k, win.batch_index), take_rows(v, win.batch_index)) for k, v in
-                  self.decoder.memory_kv(writer_memory, style.glyph_memory)]
+                  self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = take_rows(ctx.flatten(0, 1), win.batch_index[:, None] * ctx.shape[1]
                           + win.token_char)  # (W, L, D)
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,

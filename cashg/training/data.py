@@ -308,7 +308,7 @@ class SplitData:
                 if ch == " " and len(c) > 1]
 
     def writer_gap(self, writer: str, sentence: int | None = None) -> float | None:
-        """The writer's word gap (``model.writer_gap``, :func:`cashg.core.pen_states.
+        """The writer's word gap (``model.relative_gap``, :func:`cashg.core.pen_states.
         writer_word_gap`): the median of the gaps of its lines in this split, the line of
         sentence sample ``sentence`` left out (a sample is never described by its own line's
         gaps); None without a sentence stream or a gap. A line cut into overlapping windows
@@ -404,7 +404,7 @@ class BatchSource:
             raise ValueError(f"model.style_refs must be >= 1, got {style_refs}")
         self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
         self.style_refs = style_refs
-        self.writer_gap = writer_gap  # model.writer_gap: each sample carries its writer's gap
+        self.writer_gap = writer_gap  # model.relative_gap: each sample carries its writer's gap
         for s in data.readers:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "

@@ -268,14 +268,9 @@ class Trainer:
         if cfg.data_init:
             chars = train_data.init_chars()
             data_scaled_init(model, offset_scale(chars), position_scale(chars))
-        # model.writer_gap's inputs are relative to the data's median gap; it is
-        # model.relative_gap's unit where a writer's gap is unknown
-        scaled = [m.scale for m in (model.writer_gap, model.gap_unit)
-                  if m is not None]
-        if scaled:
-            median_gap = gap_scale(train_data.init_gaps())
-            for scale in scaled:
-                scale.fill_(median_gap)
+        # the data's median gap: model.relative_gap's unit where a writer's gap is unknown
+        if model.gap_unit is not None:
+            model.gap_unit.scale.fill_(gap_scale(train_data.init_gaps()))
         self.model = model.to(self.device)
         # every trainable parameter a view of one flat tensor: the norm, the clip, AdamW and
         # zeroing are one operation each (flat_params); BatchNorm statistics likewise

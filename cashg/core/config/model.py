@@ -69,11 +69,6 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
-    # a writer's word gap as a style input: the median word gap of the writer's other lines
-    # (a DSD-like writer descriptor, measured, not learned), embedded and added to the writer
-    # memory that the decoder reads; off = the writer is known from its glyph images only
-    # (the paper's). cashg/model/writer_gap.py
-    writer_gap: bool = False
     # a space's gap point predicted in units of the writer's word gap (the median gap of its
     # other lines; the training sentences' median where unknown): the mixture's x target at
     # the gap is divided by it and a sampled gap multiplied by it, so a writer the model did
@@ -115,9 +110,8 @@ class ModelConfig:
 
     @property
     def reads_writer_gap(self) -> bool:
-        """Whether the model is given each writer's measured word gap (``writer_gap`` or
-        ``relative_gap``)."""
-        return self.writer_gap or self.relative_gap
+        """Whether the model is given each writer's measured word gap (``relative_gap``)."""
+        return self.relative_gap
 
 
 @dataclass(frozen=True)
