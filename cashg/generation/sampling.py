@@ -44,9 +44,7 @@ space lie at one height by construction (cashg.core.pen_states), and a model tra
 ``train.space_gap_x_only`` has learned only the x offset (the gap) there. A model with
 ``model.relative_gap`` draws that x offset in units of the sentence's writer gap (the
 population's where unknown), and it is multiplied back before the decoder reads it
-(:class:`cashg.model.writer_gap.WriterGapUnit`). A model with ``model.lift_from_box`` draws
-the point after a pen lift as a position from the corner of the character's box so far, and
-it is turned back into an offset from the pen (:mod:`cashg.model.lift_box`).
+(:class:`cashg.model.writer_gap.WriterGapUnit`).
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -424,10 +422,8 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     no_end = rows.x.new_tensor(NO_END)  # (4,)
     spaces = whitespace(codepoints)  # (B, S) bool
     space_rows = spaces if opts.space_mode and not opts.greedy else None
-    lift_box = model.cfg.lift_from_box
-    track = (opts.lift_mode and not opts.greedy) or lift_box
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
-                if track else None)  # (B,) each row's last pen
+                if opts.lift_mode and not opts.greedy else None)  # (B,) each row's last pen
     m = opts.max_char_points
     records = []  # per step: (ids, char, deltas, pen, forced, live), each over the W rows
     going = bool(rows.live.any())
@@ -459,9 +455,6 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if rows.unit is not None:  # model.relative_gap: the gap, drawn in writer units
             scale = torch.where(on_line, rows.unit[rows.ids].to(delta), 1.0)  # (W,)
             delta = delta * F.pad(scale[:, None], (0, 1), value=1.0)
-        if lift_box:  # model.lift_from_box: after a lift, drawn from the box's corner
-            after_lift = (last_pen[rows.ids] == PU)[:, None]  # (W, 1)
-            delta = torch.where(after_lift, delta + (rows.lo - rows.pos), delta)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))

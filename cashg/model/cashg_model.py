@@ -18,7 +18,6 @@ from cashg.core.config.model import ModelConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
-from cashg.model.lift_box import lift_shift
 from cashg.model.packing import Packing, take_rows
 from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
 from cashg.model.static_shapes import LENGTH_CLASSES
@@ -70,25 +69,11 @@ class CASHG(nn.Module):
     def mixture_targets(self, batch: CharSequenceBatch) -> torch.Tensor:
         """(B, S, T, 2) the offsets the mixture is scored on: ``batch.deltas``, with a
         space's gap in units of the writer's gap under ``model.relative_gap``
-        (:class:`~cashg.model.writer_gap.WriterGapUnit`) and the point after a pen lift
-        from the character's box corner under ``model.lift_from_box``
-        (:mod:`cashg.model.lift_box`)."""
-        targets = batch.deltas
-        if self.gap_unit is not None:
-            targets = self.gap_unit.targets(targets, batch.codepoints, batch.writer_gap)
-        if self.cfg.lift_from_box:
-            targets = targets - lift_shift(batch.deltas, batch.pen, batch.point_mask)
-        return targets
-
-    def offsets_from_targets(self, values: torch.Tensor, batch: CharSequenceBatch
-                             ) -> torch.Tensor:
-        """(B, S, T, 2) offsets from the pen of values (B, S, T, 2) in the mixture's
-        targets' frame (a teacher-forced prediction, for the VDL): under
-        ``model.lift_from_box`` the point after a lift is moved back by the true box corner;
-        a space's gap stays in writer units (the VDL reads heights only)."""
-        if not self.cfg.lift_from_box:
-            return values
-        return values + lift_shift(batch.deltas, batch.pen, batch.point_mask).to(values.dtype)
+        (:class:`~cashg.model.writer_gap.WriterGapUnit`; the VDL, which reads heights only,
+        takes the predicted modes in this frame as they are)."""
+        if self.gap_unit is None:
+            return batch.deltas
+        return self.gap_unit.targets(batch.deltas, batch.codepoints, batch.writer_gap)
 
     def build_windows(
         self,

@@ -156,7 +156,7 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
                                        cfg.space_gap_weight)
         drift = None
         if plan.bound_rows is not None:
-            pred = net.offsets_from_targets(most_probable_mean(p), batch)  # (B, S, T, 2)
+            pred = most_probable_mean(p)  # (B, S, T, 2)
             drift = grouped_vertical_drift_loss_at(pred, batch.deltas, batch.point_mask,
                                                    plan.bound_rows, plan.bound_group, n_rows)
         sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),

@@ -174,7 +174,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
         bounds = bounds & batch.target_mask[:, 1:]
-        pred = net.offsets_from_targets(most_probable_mean(p), batch)  # (B, S, T, 2)
+        pred = most_probable_mean(p)  # (B, S, T, 2)
         res["vdl"] = vertical_drift_loss(pred, batch.deltas, batch.point_mask, bounds)
     elif stream == "char":
         res["vdl"] = seq["seq"].new_zeros(())

@@ -75,11 +75,6 @@ class ModelConfig:
     # not see still gets its own spacing; off = in the ink's units, as every point (the
     # paper's). cashg/model/writer_gap.py (WriterGapUnit)
     relative_gap: bool = False
-    # the point after a pen lift inside a character predicted as its position relative to the
-    # top-left corner of the character's box so far, not as an offset from the end of the
-    # previous stroke (the sampler turns it back into an offset); needs char_extent; off = an
-    # offset from the last point, as every point (the paper's). cashg/model/lift_box.py
-    lift_from_box: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -104,9 +99,6 @@ class ModelConfig:
             raise ValueError(f"model.style_refs must be >= 1, got {self.style_refs}")
         if self.context_layers < 0:
             raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
-        if self.lift_from_box and not self.char_extent:
-            raise ValueError("model.lift_from_box needs model.char_extent: the sampler keeps "
-                             "the character's box so far only with it")
 
     @property
     def reads_writer_gap(self) -> bool:
