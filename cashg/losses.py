@@ -59,25 +59,23 @@ def mixture_log_prob_x(p: MixtureParams, target_x: torch.Tensor) -> torch.Tensor
 
 
 def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
-            x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+            x_only: torch.Tensor | None = None) -> torch.Tensor:
     """Mean negative log-likelihood over the steps where ``mask`` (...) is True.
 
     ``x_only`` (...) bool: steps whose y offset is fixed by construction (a space's points
     after its first, :func:`space_gap_points`) are scored by the x marginal alone. A density
     on a coordinate that is always exactly 0 is unbounded: the joint NLL there rewards an
     ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/legibility.md,
-    measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data).
-    ``x_weight``: those steps' NLL counts ``x_weight`` times (``train.space_gap_weight``)."""
-    nll = point_nll(p, target, mask, x_only, x_weight)
+    measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data)."""
+    nll = point_nll(p, target, mask, x_only)
     return nll.mean() if nll.shape[0] else p.mu.sum() * 0.0
 
 
 def point_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
-              x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+              x_only: torch.Tensor | None = None) -> torch.Tensor:
     """(N,) the negative log-likelihood of each step where ``mask`` is True (row-major order),
     as :func:`gmm_nll` scores it."""
-    return point_nll_at(p, target, flat_rows(mask), None if x_only is None else x_only[mask],
-                        x_weight)
+    return point_nll_at(p, target, flat_rows(mask), None if x_only is None else x_only[mask])
 
 
 def flat_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -87,18 +85,15 @@ def flat_rows(mask: torch.Tensor) -> torch.Tensor:
 
 
 def point_nll_at(p: MixtureParams, target: torch.Tensor, rows: torch.Tensor,
-                 x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+                 x_only: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`point_nll` at ``rows`` (N,) of the flattened leading dimensions of ``target``
-    (..., 2) (:func:`flat_rows` of the mask); ``x_only`` (N,) bool at those rows, their NLL
-    times ``x_weight``."""
+    (..., 2) (:func:`flat_rows` of the mask); ``x_only`` (N,) bool at those rows."""
     sel = p.rows(rows, target.dim() - 1)
     target = target.reshape(-1, 2).index_select(0, rows)
     joint = mixture_log_prob(sel, target)
     if x_only is None:
         return -joint
     x = mixture_log_prob_x(sel, target[:, 0])
-    if x_weight != 1.0:  # train.space_gap_weight (1: the same graph as without it)
-        x = x_weight * x
     return -torch.where(x_only, x, joint)
 
 
@@ -159,10 +154,9 @@ def sequence_loss(
     lambda_pen: float = LAMBDA_PEN,
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
     x_only: torch.Tensor | None = None,  # (...) see gmm_nll
-    x_weight: float = 1.0,  # see gmm_nll
 ) -> dict[str, torch.Tensor]:
     """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen."""
-    mdn = gmm_nll(p, deltas, mask, x_only, x_weight)
+    mdn = gmm_nll(p, deltas, mask, x_only)
     pl = pen_loss(p.pen_logits, pen, mask, class_weights)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 
@@ -177,12 +171,11 @@ def grouped_sequence_loss_at(
     lambda_pen: float = LAMBDA_PEN,
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
     x_only: torch.Tensor | None = None,  # (N,) bool, see gmm_nll
-    x_weight: float = 1.0,  # see gmm_nll
 ) -> dict[str, torch.Tensor]:
     """:func:`sequence_loss` of each group of samples at once, at the valid steps ``rows``
     (its index sets computed before the step: a compiled step takes no boolean mask):
     ``{"mdn", "pen", "seq"}``, each (G,), every group's mean over its own valid steps."""
-    mdn = group_mean(point_nll_at(p, deltas, rows, x_only, x_weight), group, n_groups)
+    mdn = group_mean(point_nll_at(p, deltas, rows, x_only), group, n_groups)
     pl = group_mean(pen_point_nll_at(p.pen_logits, pen, rows, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 

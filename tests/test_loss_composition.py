@@ -40,7 +40,6 @@ import torch
 from cashg.core.config.model import StageWeights, TrainConfig
 from cashg.losses import (
     boundary_mask,
-    mixture_log_prob_x,
     most_probable_mean,
     sequence_loss,
     space_gap_points,
@@ -82,11 +81,10 @@ STEPS = [
 ]
 
 
-def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
-               space_weight: float = 1.0) -> dict[str, list[dict[str, torch.Tensor]]]:
+def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
+               ) -> dict[str, list[dict[str, torch.Tensor]]]:
     """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
-    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only);
-    ``space_weight``: the gap points' NLL counted that many times (train.space_gap_weight)."""
+    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only)."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
     for stream in ("char", "bigram", "sentence"):  # the trainer's order
         for b in batches.get(stream, []):
@@ -108,11 +106,6 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
                 if stream == "sentence":  # the variant is exercised
                     assert not torch.equal(goal, b.deltas)
             seq = sequence_loss(p, goal, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
-            if space_weight != 1.0:  # the gap points' x-marginal NLL, counted space_weight times
-                gaps = only & targets
-                extra = -mixture_log_prob_x(p, goal[..., 0])[gaps].sum() / targets.sum()
-                seq = {**seq, "mdn": seq["mdn"] + (space_weight - 1.0) * extra,
-                       "seq": seq["seq"] + (space_weight - 1.0) * extra}
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
@@ -138,24 +131,19 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-# (..., gap_x_only, space_gap_weight, relative_gap): the variants at a stage-2 and a stage-3
-# step, the gap points weighted (train.space_gap_weight) where sentences have gaps, and gaps
-# in the writer's units (model.relative_gap) with and without the weight
-GAP_STEPS = ([(*s, False, 1.0, False) for s in STEPS]
-             + [(*s, True, 1.0, False) for s in STEPS if s[0] in (2, 12)]
-             + [(*s, True, 2.5, False) for s in STEPS if s[0] == 12]
-             + [(*s, True, w, True) for s in STEPS if s[0] == 12 for w in (1.0, 2.5)])
+# (..., gap_x_only, relative_gap): the variants at a stage-2 and a stage-3 step, and gaps in
+# the writer's units (model.relative_gap)
+GAP_STEPS = ([(*s, False, False) for s in STEPS]
+             + [(*s, True, False) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True) for s in STEPS if s[0] == 12])
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, space_weight, relative",
-                         GAP_STEPS,
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, relative", GAP_STEPS,
                          ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
-                              f"{'-space_gap_weight' if s[5] != 1 else ''}"
-                              f"{'-relative_gap' if s[6] else ''}" for s in GAP_STEPS])
+                              f"{'-relative_gap' if s[5] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef, gap_x_only,
-                                                           space_weight, relative):
-    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, space_gap_weight=space_weight)
+                                                           micro, coef, gap_x_only, relative):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
     model_cfg = dataclasses.replace(TINY, relative_gap=relative)
     trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
@@ -173,7 +161,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches, gap_x_only, space_weight)
+    terms = hand_terms(before, batches, gap_x_only)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())

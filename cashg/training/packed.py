@@ -152,8 +152,7 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
         net = getattr(model, "module", model)  # DDP wraps the model
         seq = grouped_sequence_loss_at(p, net.mixture_targets(batch), batch.pen, plan.point_rows,
                                        plan.point_group, n_rows, cfg.lambda_pen,
-                                       cfg.pen_class_weights, plan.x_only,
-                                       cfg.space_gap_weight)
+                                       cfg.pen_class_weights, plan.x_only)
         drift = None
         if plan.bound_rows is not None:
             pred = most_probable_mean(p)  # (B, S, T, 2)

@@ -169,7 +169,7 @@ def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
     net = getattr(model, "module", getattr(model, "func", model))
     targets = net.mixture_targets(batch)  # (B, S, T, 2)
     seq = sequence_loss(p, targets, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
-                        x_only, cfg.space_gap_weight)
+                        x_only)
     res = dict(seq)
     if vdl:
         bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)

@@ -203,10 +203,6 @@ class TrainConfig:
     # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
     # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
     space_gap_x_only: bool = False
-    # with space_gap_x_only: the gap point's NLL counts this many times in the mixture loss
-    # (a space's gap is 1 of about 100 scored points, and the demo model's gaps stay near
-    # the population's even for the writers it trains on, docs/legibility.md); 1 = as any point
-    space_gap_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
@@ -271,12 +267,6 @@ class TrainConfig:
             raise ValueError(f"train.augment_shear must be in [0, 0.5], got {self.augment_shear}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
-        if self.space_gap_weight <= 0:
-            raise ValueError(f"train.space_gap_weight must be > 0, got {self.space_gap_weight}")
-        if self.space_gap_weight != 1.0 and not self.space_gap_x_only:
-            raise ValueError(f"train.space_gap_weight {self.space_gap_weight} weights the gap "
-                             "point's x-marginal NLL, which only train.space_gap_x_only: true "
-                             "computes; set it, or leave the weight at 1")
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")
