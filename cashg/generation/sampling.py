@@ -131,15 +131,6 @@ def chosen_component(raw: torch.Tensor, k: torch.Tensor, head: GMMHead):
     return comp[:, 1:3], sigma, rho
 
 
-def mixture_mean(raw: torch.Tensor, head: GMMHead) -> torch.Tensor:
-    """(W, 2) the mean of the whole mixture, ``sum_k pi_k mu_k``, from raw head outputs
-    (W, 4 + 6K) in the layout of :func:`~cashg.model.gmm_head.mixture_from_raw`."""
-    k = head.n_mixtures
-    pi = torch.softmax(raw[:, N_PEN:N_PEN + k], -1)  # (W, K)
-    mu = raw[:, N_PEN + k:N_PEN + 3 * k].view(-1, 2, k)  # (W, 2, K)
-    return (mu * pi[:, None]).sum(-1)
-
-
 def draw_noise(gen: torch.Generator, rows: int, n_mixtures: int, like: torch.Tensor):
     """The random numbers of one stochastic step for ``rows`` rows: uniforms (rows, K + 4) for
     the Gumbel-max draws of the component and the pen state, standard normals (rows, 2)."""
@@ -441,14 +432,11 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if space_rows is not None or (opts.lift_mode and not opts.greedy):
             at_mode = torch.zeros_like(rows.live)
             if space_rows is not None:  # spaces at the mode: the gap without its short tail
-                is_space = space_rows[rows.ids, rows.char]  # (W,)
-                at_mode = at_mode | is_space
+                at_mode = at_mode | space_rows[rows.ids, rows.char]
             if opts.lift_mode and not opts.greedy:  # the jump after a pen lift at the mode
                 lp = last_pen[rows.ids]
                 at_mode = at_mode | (lp == PU) | (lp == EOC)
             mode, _ = choose_points(raw, model.head, GREEDY, None, pen_bias)
-            if space_rows is not None and opts.space_mean:  # a space: the expected gap
-                mode = torch.where(is_space[:, None], mixture_mean(raw, model.head), mode)
             delta = torch.where(at_mode[:, None], mode, delta)
         on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
         delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)

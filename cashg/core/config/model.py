@@ -308,9 +308,6 @@ class SamplingOptions:
                                    "characters as set above")
     lift_mode: bool = _opt(False, "a point that follows a pen lift (a stroke's or "
                                   "character's start) at its most probable mixture mean")
-    space_mean: bool = _opt(False, "with space_mode: a space's points at the mixture's mean "
-                                   "(the expected gap) rather than its most probable "
-                                   "component's mean (the mode of a skewed gap is short)")
     use_cache: bool = _opt(True, "key/value cache (off: the uncached reference computation, "
                                  "same points up to float rounding)")
 
