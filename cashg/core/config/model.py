@@ -236,11 +236,8 @@ class TrainConfig:
     ema_decay: float = 0.0
     ema_start: int = 0
     # writer augmentation (cashg/training/augment.py; not in the paper): each training writer
-    # drawn as a slightly different writer every iteration, one affine map applied to its
-    # target ink, its style references and its word gap alike: x and y scaled by exp(u),
-    # u uniform in [-augment_scale, augment_scale] per axis, and slanted by a shear uniform in
-    # [-augment_shear, augment_shear]. 0 and 0 = off (every profile's default)
-    augment_scale: float = 0.0
+    # drawn as a slightly different writer every iteration, its target ink and its style
+    # references slanted alike by a shear uniform in [-augment_shear, augment_shear]; 0 = off
     augment_shear: float = 0.0
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
@@ -260,9 +257,6 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
-        if not 0.0 <= self.augment_scale <= 0.5:
-            raise ValueError(f"train.augment_scale must be in [0, 0.5] (a log scale), got "
-                             f"{self.augment_scale}")
         if not 0.0 <= self.augment_shear <= 0.5:
             raise ValueError(f"train.augment_shear must be in [0, 0.5], got {self.augment_shear}")
         if self.ema_start < 0:
