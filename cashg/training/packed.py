@@ -81,7 +81,7 @@ def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int]
     sample_group = torch.tensor(group_of, device=dev)  # (B,)
     vdl_sample = torch.tensor([use_vdl[g] for g in group_of], device=dev)  # (B,)
     # a window for every target character, and for context-only ones where the VDL reads
-    # their predictions (stream_losses' targets_only, per micro-batch)
+    # their predictions (CASHG.forward's targets_only, per micro-batch)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])
     mask = batch.point_mask & batch.target_mask[..., None]
     rows = flat_rows(mask)  # (N,)
@@ -183,9 +183,10 @@ def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBat
                   shapes: tuple[ShapeLadder, int] | None = None
                   ) -> list[dict[str, torch.Tensor]]:
     """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
-    micro-batch the keys of :func:`~cashg.training.trainer.stream_losses` (``mdn, pen, seq,
-    vdl, style, style_writer, style_glyph``; ``vdl`` only where ``vdl[stream]``, and 0 for the
-    char stream), each a 0-d tensor. ``step``: :func:`step_losses` or its compiled form
+    micro-batch ``mdn, pen, seq, vdl, style, style_writer, style_glyph`` (``seq = mdn +
+    lambda_pen pen``; ``vdl`` only where ``vdl[stream]``, and 0 for the char stream), each a
+    0-d tensor. The one loss computation of training and of the held-out evaluation (one
+    micro-batch, :meth:`~cashg.training.trainer.Trainer.evaluate`). ``step``: :func:`step_losses` or its compiled form
     (:mod:`cashg.training.compiled`). ``shapes``: (ladder, stage) of a static-shape step
     (``train.static_shapes``, :func:`static_step_inputs`)."""
     batch, plan, key = step_inputs(model, micro, cfg, amp, vdl, shapes)

@@ -220,19 +220,23 @@ class TrainConfig:
     data_init: bool = False
     # run the packed step (forward and losses) through torch.compile (cashg/training/compiled.py;
     # the same losses and gradients, one graph without breaks); compile_mode: torch.compile's
-    # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs")
+    # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs").
+    # Off in every profile, kept: no faster on a CPU core; on a GPU, whose step is bound by
+    # kernel launches, it is the alternative to cuda_graphs, not yet measured (docs/performance.md)
     compile: bool = False
     compile_mode: str = "default"
     # pad every data-dependent size of the step to one of a few per stage (cashg/model/
     # static_shapes.py; the same losses within float rounding, more arithmetic on padding)
     static_shapes: bool = False
     # replay the step as CUDA graphs, one capture per shape (cashg/training/graphed.py;
-    # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning)
+    # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning).
+    # Both on in params.gpu.yaml only: the padding serves the replay, which needs a CUDA device
     cuda_graphs: bool = False
     # sample from an exponential moving average of the weights (cashg/training/ema.py): 0 = the
     # last weights; else the average starts as a copy after ema_start iterations and moves
     # 1 - ema_decay of the way to the weights after every step (model.pt holds the average;
-    # the training itself is unchanged)
+    # the training itself is unchanged). Off in every profile, kept for longer schedules: on
+    # the demo's, still learning at its end, every average read worse (docs/results-log.md)
     ema_decay: float = 0.0
     ema_start: int = 0
     # writer augmentation (cashg/training/augment.py; not in the paper): each training writer
