@@ -65,7 +65,7 @@ def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
     ``x_only`` (...) bool: steps whose y offset is fixed by construction (a space's points
     after its first, :func:`space_gap_points`) are scored by the x marginal alone. A density
     on a coordinate that is always exactly 0 is unbounded: the joint NLL there rewards an
-    ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/legibility.md,
+    ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/results-log.md,
     measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data)."""
     nll = point_nll(p, target, mask, x_only)
     return nll.mean() if nll.shape[0] else p.mu.sum() * 0.0

@@ -37,7 +37,7 @@ character.
 ``space_mode`` (stochastic decoding only): the points of a whitespace character are the mean of
 its most probable component (its pen states are still drawn). A space's second point is the
 word gap; sampled, its lower tail writes words together (the demo model at temperature 0.8:
-4 % of gaps under 0.05 line heights against 0.5 % in the ground truth, docs/legibility.md).
+4 % of gaps under 0.05 line heights against 0.5 % in the ground truth, docs/results-log.md).
 The random draws are made as without it, so the other characters' stream is unchanged.
 Whatever the options, a space's points after its first get dy = 0: the pseudo-points of a
 space lie at one height by construction (cashg.core.pen_states), and a model trained with

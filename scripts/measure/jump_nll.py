@@ -2,7 +2,7 @@
 sentences teacher-forced whole (each with the writer's style references as generation draws
 them, and its gap from its other lines where the model reads one), and the mixture's NLL per
 point in nats, the points after a lift inside a character against all others, by the
-character's class (docs/legibility.md, "The jumps are what the model has not learned").
+character's class (docs/results-log.md).
 
     python scripts/measure/jump_nll.py --split results/subsets/dsd/train \\
         [--writers brush:7 brush:8 brush:9] --checkpoint A/model.pt [B/model.pt ...]
