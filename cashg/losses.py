@@ -10,6 +10,12 @@
 - :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
 - :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
 
+These are the paper's formulas for one batch, and the reference the tests hold the training
+step to. The step itself computes them for all its micro-batches at once, from index sets
+built before it: the ``grouped_*`` / ``*_at`` forms (:func:`grouped_sequence_loss_at`,
+:func:`grouped_vertical_drift_loss_at`, :func:`grouped_style_loss`;
+:mod:`cashg.training.packed`), each micro-batch's mean over its own steps.
+
 VDL definitions (appendix A leaves them open; fixed here):
 - absolute trajectory = cumulative sum of the deltas over the whole sequence (padding
   contributes zero), in the same normalised units for prediction and GT;
