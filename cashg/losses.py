@@ -9,7 +9,12 @@
 - :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5).
 - :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
 - :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
-- :func:`grouped_gap_loss` - ``model.gap_head``'s L1 loss on the word gap (not in the paper).
+
+These are the paper's formulas for one batch, and the reference the tests hold the training
+step to. The step itself computes them for all its micro-batches at once, from index sets
+built before it: the ``grouped_*`` / ``*_at`` forms (:func:`grouped_sequence_loss_at`,
+:func:`grouped_vertical_drift_loss_at`, :func:`grouped_style_loss`;
+:mod:`cashg.training.packed`), each micro-batch's mean over its own steps.
 
 VDL definitions (appendix A leaves them open; fixed here):
 - absolute trajectory = cumulative sum of the deltas over the whole sequence (padding
@@ -31,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.writer_gap import space_gap_points, whitespace
+from cashg.model.writer_gap import space_gap_points, whitespace  # noqa: F401 (re-exported)
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
 LAMBDA_PEN = 1.5
@@ -60,25 +65,23 @@ def mixture_log_prob_x(p: MixtureParams, target_x: torch.Tensor) -> torch.Tensor
 
 
 def gmm_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
-            x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+            x_only: torch.Tensor | None = None) -> torch.Tensor:
     """Mean negative log-likelihood over the steps where ``mask`` (...) is True.
 
     ``x_only`` (...) bool: steps whose y offset is fixed by construction (a space's points
     after its first, :func:`space_gap_points`) are scored by the x marginal alone. A density
     on a coordinate that is always exactly 0 is unbounded: the joint NLL there rewards an
-    ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/legibility.md,
-    measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data).
-    ``x_weight``: those steps' NLL counts ``x_weight`` times (``train.space_gap_weight``)."""
-    nll = point_nll(p, target, mask, x_only, x_weight)
+    ever smaller sigma_y and lets the x offset (the word gap) go unfitted (docs/results-log.md,
+    measured: sigma_y 0.002, sigma_x 0.54 about a gap mean of 0.035 against 0.65 in the data)."""
+    nll = point_nll(p, target, mask, x_only)
     return nll.mean() if nll.shape[0] else p.mu.sum() * 0.0
 
 
 def point_nll(p: MixtureParams, target: torch.Tensor, mask: torch.Tensor,
-              x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+              x_only: torch.Tensor | None = None) -> torch.Tensor:
     """(N,) the negative log-likelihood of each step where ``mask`` is True (row-major order),
     as :func:`gmm_nll` scores it."""
-    return point_nll_at(p, target, flat_rows(mask), None if x_only is None else x_only[mask],
-                        x_weight)
+    return point_nll_at(p, target, flat_rows(mask), None if x_only is None else x_only[mask])
 
 
 def flat_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -88,18 +91,15 @@ def flat_rows(mask: torch.Tensor) -> torch.Tensor:
 
 
 def point_nll_at(p: MixtureParams, target: torch.Tensor, rows: torch.Tensor,
-                 x_only: torch.Tensor | None = None, x_weight: float = 1.0) -> torch.Tensor:
+                 x_only: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`point_nll` at ``rows`` (N,) of the flattened leading dimensions of ``target``
-    (..., 2) (:func:`flat_rows` of the mask); ``x_only`` (N,) bool at those rows, their NLL
-    times ``x_weight``."""
+    (..., 2) (:func:`flat_rows` of the mask); ``x_only`` (N,) bool at those rows."""
     sel = p.rows(rows, target.dim() - 1)
     target = target.reshape(-1, 2).index_select(0, rows)
     joint = mixture_log_prob(sel, target)
     if x_only is None:
         return -joint
     x = mixture_log_prob_x(sel, target[:, 0])
-    if x_weight != 1.0:  # train.space_gap_weight (1: the same graph as without it)
-        x = x_weight * x
     return -torch.where(x_only, x, joint)
 
 
@@ -108,31 +108,6 @@ def group_mean(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torc
     graph, for a group without values. The per-micro-batch means of a packed step."""
     total = values.new_zeros(n_groups).index_add(0, group, values)
     count = values.new_zeros(n_groups).index_add(0, group, torch.ones_like(values))
-    return total / count.clamp(min=1.0)
-
-
-def gap_targets(codepoints: torch.Tensor, point_mask: torch.Tensor,
-                target_mask: torch.Tensor) -> torch.Tensor:
-    """(B, S, T) bool: the word-gap points the gap loss scores, the valid gap points
-    (:func:`space_gap_points`) of the target characters. ``codepoints`` / ``target_mask``
-    (B, S), ``point_mask`` (B, S, T)."""
-    return (space_gap_points(codepoints, point_mask.shape[-1]) & point_mask
-            & target_mask[..., None])
-
-
-def grouped_gap_loss(gap: torch.Tensor, deltas: torch.Tensor, targets: torch.Tensor,
-                     sample_group: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """(G,) per micro-batch the mean absolute difference between each sample's predicted word
-    gap ``gap`` (B,) and the x offsets of ``deltas`` (B, S, T, 2) at its gap points
-    ``targets`` (B, S, T) bool (:func:`gap_targets`); ``sample_group`` (B,) long in [0, G).
-    An L1 loss: the head learns the gap's conditional median, a writer's typical gap rather
-    than a mean pulled by the rare wide ones. Dense over (B, S, T) (no data-dependent shape);
-    0, with a graph, for a micro-batch without gaps (no space, or a char batch), so the head
-    is reached in every stage."""
-    err = (gap[:, None, None] - deltas[..., 0]).abs() * targets  # (B, S, T)
-    total = err.new_zeros(n_groups).index_add(0, sample_group, err.sum((1, 2)))
-    count = err.new_zeros(n_groups).index_add(0, sample_group,
-                                              targets.sum((1, 2)).to(err.dtype))
     return total / count.clamp(min=1.0)
 
 
@@ -185,10 +160,9 @@ def sequence_loss(
     lambda_pen: float = LAMBDA_PEN,
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
     x_only: torch.Tensor | None = None,  # (...) see gmm_nll
-    x_weight: float = 1.0,  # see gmm_nll
 ) -> dict[str, torch.Tensor]:
     """``{"mdn", "pen", "seq"}`` with seq = mdn + lambda_pen * pen."""
-    mdn = gmm_nll(p, deltas, mask, x_only, x_weight)
+    mdn = gmm_nll(p, deltas, mask, x_only)
     pl = pen_loss(p.pen_logits, pen, mask, class_weights)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 
@@ -203,12 +177,11 @@ def grouped_sequence_loss_at(
     lambda_pen: float = LAMBDA_PEN,
     class_weights: tuple[float, ...] = PEN_CLASS_WEIGHTS,
     x_only: torch.Tensor | None = None,  # (N,) bool, see gmm_nll
-    x_weight: float = 1.0,  # see gmm_nll
 ) -> dict[str, torch.Tensor]:
     """:func:`sequence_loss` of each group of samples at once, at the valid steps ``rows``
     (its index sets computed before the step: a compiled step takes no boolean mask):
     ``{"mdn", "pen", "seq"}``, each (G,), every group's mean over its own valid steps."""
-    mdn = group_mean(point_nll_at(p, deltas, rows, x_only, x_weight), group, n_groups)
+    mdn = group_mean(point_nll_at(p, deltas, rows, x_only), group, n_groups)
     pl = group_mean(pen_point_nll_at(p.pen_logits, pen, rows, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
 

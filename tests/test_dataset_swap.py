@@ -245,16 +245,18 @@ def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
               new_text: tuple[str, ...] = ()) -> dict:
     """Both views agree and have exactly the swap's stages: one train / generate / evaluate
     stage per experiment (one per benchmark, named after it, plus the ablation ``cells``), a
-    recognizer stage per benchmark of ``recognizers`` and a new-text stage per experiment of
-    ``new_text``; returns the DVC view."""
+    recognizer stage per benchmark of ``recognizers`` and a new-text, decoding-curve and
+    glyph-test stage per experiment of ``new_text``; returns the DVC view."""
     from workflow.check_views import diff_views, dvc_view, snakemake_view
 
     dvc = dvc_view(root)
     snake = snakemake_view(root)
     assert diff_views(snake, dvc) == []
-    expected = {"demo_corpus", "report", "recognizer_list", "decoding_curve_list"}
+    expected = {"demo_corpus", "report", "recognizer_list", "decoding_curve_list",
+                "glyph_test_list"}
     expected |= {f"recognizer__{bench}" for bench in recognizers}
-    expected |= {f"{stage}__{exp}" for exp in new_text for stage in ("new_text", "decoding_curve")}
+    expected |= {f"{stage}__{exp}" for exp in new_text
+                 for stage in ("new_text", "decoding_curve", "glyph_test")}
     for key in datasets:
         expected |= {f"{stage}__{key}" for stage in ("parse", "summary", "preprocess")}
     for bench in benchmarks:
@@ -484,6 +486,8 @@ def _check_side_metrics(root: Path, experiments: dict[str, str], new_text: tuple
         assert len(lines) - 1 == metrics["lines"]
         curve = _json(root / "results/decoding_curve" / exp / "curve.json")
         assert curve["rows"] or curve["no_curve"]
+        glyphs = _json(root / "results/glyph_test" / exp / "metrics.json")
+        assert glyphs["GLYPH_all_own"] is not None and "GLYPH_CAP_upper" in glyphs
         if curve["rows"] and curve["rows"][0]["STYLE_top1"] is None:
             assert curve["no_style_score"]
     return report

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         ROOT / "params.examples" / "README.md", ROOT / "scripts" / "measure" / "README.md"]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
@@ -49,3 +50,26 @@ def test_relative_links_resolve(page: Path):
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_the_readme_indexes_every_file_of_docs():
+    """The README's documentation index links every page of docs/ and every file of its
+    sub-folders (or the folder), so a newcomer finds each from the front page."""
+    linked = {(ROOT / target.partition("#")[0]).resolve() for target in links(ROOT / "README.md")
+              if not re.match(r"^[a-z]+:", target)}
+    missing = []
+    for path in sorted((ROOT / "docs").rglob("*")):
+        if path.is_file() and path.resolve() not in linked and \
+                not any(parent.resolve() in linked for parent in path.parents
+                        if parent != ROOT / "docs" and ROOT / "docs" in parent.parents):
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"README.md's index lacks {missing}"
+
+
+def test_the_measure_readme_lists_every_script():
+    """scripts/measure/README.md's table names every script of the folder, and no other."""
+    folder = ROOT / "scripts" / "measure"
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([\w.]+\.(?:py|sh))` \|", text, re.M))
+    present = {p.name for p in folder.iterdir() if p.suffix in (".py", ".sh")}
+    assert listed == present, (sorted(present - listed), sorted(listed - present))

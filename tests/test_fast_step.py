@@ -5,15 +5,15 @@ context-only character when the VDL (the only loss that reads its predictions) i
 (``CASHG.forward``). Reference: ``CASHG.forward(reference=True)``, a window for every
 character and the decoder over the padded windows. On fixed tiny batches of each curriculum
 stream (bigram: the predecessor is context only; sentence: padded windows of very different
-lengths), the losses of :func:`cashg.training.trainer.stream_losses` and every parameter's
-gradient must agree to float rounding.
+lengths), the losses of the training step (:func:`cashg.training.packed.step_losses`, one
+micro-batch; the reference given its plan) and every parameter's gradient must agree to float
+rounding.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from functools import partial
 
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ import torch
 from cashg.core.config.model import TrainConfig
 from cashg.model import CASHG, collate
 from cashg.model.presets import TINY, synthetic_sample, with_changes
-from cashg.training.trainer import stream_losses
+from cashg.training.packed import step_inputs, step_losses
 
 STREAM_TEXTS = {
     "char": (["a", "b", "c"], None),
@@ -41,7 +41,7 @@ def _batch(stream: str):
         smp.chars[0] = np.concatenate([smp.chars[0][:-1], rng.normal(0, .05, (9, 3)).astype(
             np.float32), smp.chars[0][-1:]])
         smp.chars[0][:, 2] = np.r_[np.zeros(len(smp.chars[0]) - 1), 3]
-        # each writer's word gap (read by model.writer_gap / relative_gap only; one unknown)
+        # each writer's word gap (read by model.relative_gap only; one unknown)
         gap = (0.2, None, 0.9)[i]
         samples.append(dataclasses.replace(smp, target=target, writer_gap=gap))
     return collate(samples)
@@ -50,8 +50,11 @@ def _batch(stream: str):
 def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bool):
     torch.manual_seed(0)  # the style encoder's patch sampling draws from the global stream
     model.zero_grad(set_to_none=True)
-    net = partial(model, reference=reference)
-    losses = stream_losses(net, batch, stream, TrainConfig(), contextlib.nullcontext(), vdl=vdl)
+    cfg, amp = TrainConfig(), contextlib.nullcontext()
+    batch, plan, key = step_inputs(model, [(stream, batch)], cfg, amp, {stream: vdl})
+    if reference:  # a window for every character, the decoder over the padded windows
+        plan = dataclasses.replace(plan, forward=model.plan(batch, reference=True))
+    losses = step_losses(model, batch, plan, *key, cfg)[0]
     (losses["seq"] + 0.5 * losses.get("vdl", 0.0) + 0.1 * losses["style"]).backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     return {k: float(v.detach()) for k, v in losses.items()}, grads
@@ -60,8 +63,7 @@ def _losses_and_grads(model: CASHG, batch, stream: str, reference: bool, vdl: bo
 @pytest.mark.parametrize("vdl", [True, False])
 @pytest.mark.parametrize("stream", ["char", "bigram", "sentence"])
 @pytest.mark.parametrize("options", [{}, {"point_position": True, "identity_every_token": True,
-                                          "char_extent": True, "line_position": True, "gap_head": True,
-                                          "writer_gap": True},
+                                          "char_extent": True, "line_position": True},
                                      {"bi_swt": False, "gated_fusion": False, "relative_gap": True},
                                      {"context_memory": "sentence", "context_layers": 2}])
 def test_fast_step_equals_reference(stream, options, vdl):

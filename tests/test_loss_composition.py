@@ -40,7 +40,6 @@ import torch
 from cashg.core.config.model import StageWeights, TrainConfig
 from cashg.losses import (
     boundary_mask,
-    mixture_log_prob_x,
     most_probable_mean,
     sequence_loss,
     space_gap_points,
@@ -82,15 +81,10 @@ STEPS = [
 ]
 
 
-def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
-               gap_weight: float = 0.0, space_weight: float = 1.0
+def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
                ) -> dict[str, list[dict[str, torch.Tensor]]]:
     """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
-    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only);
-    with the model's gap head (model.gap_head) also ``gap``, the mean absolute difference
-    between each sample's predicted gap and its spaces' second x offsets, added to ``seq``
-    with ``gap_weight``; ``space_weight``: the gap points' NLL counted that many times
-    (train.space_gap_weight)."""
+    ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only)."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
     for stream in ("char", "bigram", "sentence"):  # the trainer's order
         for b in batches.get(stream, []):
@@ -112,23 +106,11 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
                 if stream == "sentence":  # the variant is exercised
                     assert not torch.equal(goal, b.deltas)
             seq = sequence_loss(p, goal, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
-            if space_weight != 1.0:  # the gap points' x-marginal NLL, counted space_weight times
-                gaps = only & targets
-                extra = -mixture_log_prob_x(p, goal[..., 0])[gaps].sum() / targets.sum()
-                seq = {**seq, "mdn": seq["mdn"] + (space_weight - 1.0) * extra,
-                       "seq": seq["seq"] + (space_weight - 1.0) * extra}
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
                              b.glyph_labels, 0.07)
             term = {**seq, "vdl": vdl, "style": sty["style"]}
-            if out.gap is not None:
-                gaps = space_gap_points(b.codepoints, b.pen.shape[-1]) & targets
-                pred = out.gap[:, None, None].expand(gaps.shape)[gaps]
-                err = (pred - b.deltas[..., 0][gaps]).abs()
-                # a batch without spaces: 0, with a gradient of 0 on the head
-                term["gap"] = err.mean() if len(err) else out.gap.sum() * 0.0
-                term["seq"] = term["seq"] + gap_weight * term["gap"]
             terms.setdefault(stream, []).append(term)
     return terms
 
@@ -149,34 +131,24 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-# (..., gap_x_only, gap_head, space_gap_weight, relative_gap): the variants at a stage-2 and a
-# stage-3 step, the gap head (model.gap_head) where it has no gap to learn (stage 1) and where
-# it has (stage 3), the gap points weighted (train.space_gap_weight) where sentences have
-# gaps, and gaps in the writer's units (model.relative_gap) with and without the weight
-GAP_STEPS = ([(*s, False, False, 1.0, False) for s in STEPS]
-             + [(*s, True, False, 1.0, False) for s in STEPS if s[0] in (2, 12)]
-             + [(*s, True, True, 1.0, False) for s in STEPS if s[0] in (0, 12)]
-             + [(*s, True, False, 2.5, False) for s in STEPS if s[0] == 12]
-             + [(*s, True, False, w, True) for s in STEPS if s[0] == 12 for w in (1.0, 2.5)])
-GAP_WEIGHT = 0.6
+# (..., gap_x_only, relative_gap): the variants at a stage-2 and a stage-3 step, and gaps in
+# the writer's units (model.relative_gap)
+GAP_STEPS = ([(*s, False, False) for s in STEPS]
+             + [(*s, True, False) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True) for s in STEPS if s[0] == 12])
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, gap_head, space_weight, relative",
-                         GAP_STEPS,
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, relative", GAP_STEPS,
                          ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
-                              f"{'-gap_head' if s[5] else ''}"
-                              f"{'-space_gap_weight' if s[6] != 1 else ''}"
-                              f"{'-relative_gap' if s[7] else ''}" for s in GAP_STEPS])
+                              f"{'-relative_gap' if s[5] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef, gap_x_only, gap_head,
-                                                           space_weight, relative):
-    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, gap_weight=GAP_WEIGHT,
-                              space_gap_weight=space_weight)
+                                                           micro, coef, gap_x_only, relative):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
-    model_cfg = dataclasses.replace(TINY, gap_head=gap_head, relative_gap=relative)
+    model_cfg = dataclasses.replace(TINY, relative_gap=relative)
     trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
                                                                   progress=False))
-    scaled = trainer.model.gap if gap_head else trainer.model.gap_unit
+    scaled = trainer.model.gap_unit
     if scaled is not None:  # started at / the unknown unit is the training sentences' median
         assert float(scaled.scale) == pytest.approx(float(np.median(train.init_gaps())))
         assert 0.05 < float(scaled.scale) < 1.5
@@ -189,7 +161,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches, gap_x_only, GAP_WEIGHT, space_weight)
+    terms = hand_terms(before, batches, gap_x_only)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())
@@ -199,9 +171,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     assert logged["train/total"] == pytest.approx(value, rel=RTOL)
     lam_vdl = {"bigram": coef[4], "sentence": coef[5]}
     for stream, per_micro in terms.items():
-        keys = ["mdn", "pen", "seq", "style"] + (["gap"] if gap_head else [])
-        if gap_head and stream == "sentence":  # the head is exercised
-            assert float(mean([m["gap"].detach() for m in per_micro])) > 0
+        keys = ["mdn", "pen", "seq", "style"]
         if stream == "char" or lam_vdl[stream] > 0:
             keys.append("vdl")  # logged where it enters the loss (char: 0, no VDL)
         else:

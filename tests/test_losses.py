@@ -10,12 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cashg.core.config.model import TrainConfig
 from cashg.losses import (
     boundary_mask,
     char_vertical_stats,
     gmm_nll,
-    grouped_sequence_loss_at,
     mixture_log_prob,
     mixture_log_prob_x,
     most_probable_mean,
@@ -167,29 +165,6 @@ def test_gmm_nll_x_only_scores_the_gap_not_the_fixed_height():
     assert only_x[0] == pytest.approx(only_x[1], rel=1e-12)
     none = torch.zeros(3, dtype=torch.bool)
     assert float(gmm_nll(p, target, mask, none)) == float(gmm_nll(p, target, mask))
-
-
-def test_the_gap_points_weight_multiplies_their_nll_alone():
-    """``train.space_gap_weight``: the x-marginal NLL of the gap points counts ``w`` times in
-    the mean (over the same number of points); the other points are scored as before, and the
-    grouped loss of a packed step weighs them alike."""
-    target = torch.tensor([[0.65, 0.0], [0.3, 0.0], [0.1, 0.2]], dtype=torch.float64)
-    mask = torch.ones(3, dtype=torch.bool)
-    only = torch.tensor([True, True, False])
-    p = _two_component(0.01)
-    expect = -(3.0 * mixture_log_prob_x(p, target[:, 0])[:2].sum()
-               + mixture_log_prob(p, target)[2:].sum()) / 3
-    assert float(gmm_nll(p, target, mask, only, 3.0)) == pytest.approx(float(expect), rel=1e-12)
-    assert float(gmm_nll(p, target, mask, only, 1.0)) == float(gmm_nll(p, target, mask, only))
-    rows, group = torch.arange(3), torch.zeros(3, dtype=torch.long)
-    pen = torch.zeros(3, dtype=torch.long)
-    grouped = grouped_sequence_loss_at(p, target, pen, rows, group, 1, x_only=only, x_weight=3.0)
-    assert float(grouped["mdn"][0]) == pytest.approx(float(expect), rel=1e-12)
-    with pytest.raises(ValueError, match="space_gap_weight"):
-        TrainConfig(space_gap_weight=0.0, space_gap_x_only=True)
-    with pytest.raises(ValueError, match="space_gap_x_only"):  # a weight no loss would read
-        TrainConfig(space_gap_weight=5.0, space_gap_x_only=False)
-    assert TrainConfig(space_gap_weight=5.0, space_gap_x_only=True).space_gap_weight == 5.0
 
 
 def test_space_gap_points_are_a_spaces_later_points():

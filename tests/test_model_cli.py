@@ -153,6 +153,24 @@ def test_checkpoint_without_model_style_refs_gets_its_training_number(ckpt, tmp_
     assert load_model(tmp_path / "older.pt")[1].style_refs == 15  # the authors' number
 
 
+def test_checkpoint_with_a_removed_option_loads_where_it_was_off(ckpt, tmp_path):
+    """A checkpoint written before an option measured and not kept left the model config
+    stores its key: off, it loads as if the key were not there; on, it is refused by name."""
+    from cashg.model.checkpoint import REMOVED_MODEL_KEYS, CheckpointError, load_model
+
+    payload = torch.load(ckpt / "tiny.pt", weights_only=True)
+    for key in REMOVED_MODEL_KEYS:
+        payload["model_config"][key] = False
+    torch.save(payload, tmp_path / "off.pt")
+    assert load_model(tmp_path / "off.pt")[1] == TINY
+    for key in REMOVED_MODEL_KEYS:
+        payload["model_config"][key] = True
+        torch.save(payload, tmp_path / "on.pt")
+        with pytest.raises(CheckpointError, match=f"model.{key}, an option"):
+            load_model(tmp_path / "on.pt")
+        payload["model_config"][key] = False
+
+
 def _spy_options(monkeypatch) -> list[SamplingOptions]:
     """Record the sampling options of each generation (run with at most 4 points per
     character, to stay fast)."""

@@ -48,9 +48,6 @@ def test_only_a_spaces_later_x_offsets_are_divided_by_the_unit():
     assert torch.equal(got[..., 1], deltas[..., 1])  # dy is never touched
 
 
-def test_the_option_cannot_join_the_gap_head():
-    with pytest.raises(ValueError, match="relative_gap and model.gap_head"):
-        ModelConfig(relative_gap=True, gap_head=True)
     assert ModelConfig(relative_gap=True).reads_writer_gap
     assert not ModelConfig().reads_writer_gap
 

@@ -323,35 +323,31 @@ def test_rows_progress_independently(use_cache):
     assert any(c.min() != c.max() for c in per_char)  # characters of different lengths
 
 
-@pytest.mark.parametrize("point_position,bi_swt,every,jump,placement", [
-    (True, True, False, False, {}), (False, True, False, False, {}),
-    (True, False, False, False, {}), (True, True, True, False, {}),
-    (False, False, True, False, {}), (True, True, False, True, {}),
-    (True, True, True, False, {"char_extent": True, "line_position": True}),
-    (True, True, True, False, {"char_extent": True, "stroke_index": True}),
-    (False, True, False, False, {"char_extent": True}),
-    (False, False, False, False, {"line_position": True})])
-def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, every, jump,
-                                                     placement):
+@pytest.mark.parametrize("point_position,bi_swt,every,placement", [
+    (True, True, False, {}), (False, True, False, {}),
+    (True, False, False, {}), (True, True, True, {}),
+    (False, False, True, {}),
+    (True, True, True, {"char_extent": True, "line_position": True}),
+    (True, True, True, {"char_extent": True, "stroke_index": True}),
+    (False, True, False, {"char_extent": True}),
+    (False, False, False, {"line_position": True})])
+def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, every, placement):
     """Sampling builds every token as teacher forcing does (offsets, pen states, in-character
     positions, the character's extent so far, the pen's height in the line, per-token
-    identities, segments, windows) and picks the head teacher forcing picks (``jump_head``:
-    the jump projection after a lift): re-reading greedy samples with ``forward`` gives, at
-    every point, the most probable component's mean = the sampled offset and the pen argmax."""
+    identities, the stroke index, segments, windows): re-reading greedy samples with
+    ``forward`` gives, at every point, the most probable component's mean = the sampled
+    offset and the pen argmax."""
     torch.manual_seed(0)
     m = CASHG(with_changes(TINY, point_position=point_position, bi_swt=bi_swt,
-                           identity_every_token=every, jump_head=jump, **placement)).eval()
+                           identity_every_token=every, **placement)).eval()
     if placement:  # inputs strong enough that a wrong extent or height changes the points
         with torch.no_grad():
             for layer in (m.decoder.point_extent, m.decoder.line_pos, m.decoder.point_stroke):
                 if layer is not None:
                     layer.weight.mul_(30.0)
     with torch.no_grad():
-        lifts = jump or placement.get("stroke_index", False)  # strokes after lifts
+        lifts = placement.get("stroke_index", False)  # strokes after lifts to count
         m.head.proj.bias[:4] = torch.tensor([3.0, 2.9 if lifts else 0.0, -1.5, -1.5])
-        if jump:  # jumps far from the other offsets, so a wrong pick cannot pass
-            m.head.jump_proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
-            m.head.jump_proj.bias[4 + TINY.n_mixtures:4 + 3 * TINY.n_mixtures] += 5.0
     res = _run(m, True, True, min_pts=3, max_pts=8)
     if lifts:
         after_lift = sum(int((pen[:-1] == 1).sum()) for pen in res.pen)
@@ -427,40 +423,6 @@ def test_a_space_after_its_first_point_stays_at_its_height(model, modes):
         space = np.array([text[c] == " " for c in ci])
         assert (d[space & later, 1] == 0).all()
         assert (d[~(space & later), 1] != 0).all()
-
-
-@pytest.mark.parametrize("modes", [{}, {"space_mode": True}, {"greedy": True}])
-def test_a_gap_head_writes_each_writers_word_gap(modes):
-    """With ``model.gap_head`` every space's gap point (its second) is the head's gap of its
-    sentence's style references, whatever the decoding, cached or not; sentences with other
-    references get other gaps; the space's first point and the other characters are the
-    model's own."""
-    torch.manual_seed(0)
-    m = CASHG(with_changes(TINY, gap_head=True)).eval()
-    with torch.no_grad():
-        m.head.proj.bias[:4] = torch.tensor([3.0, 0.0, -1.5, -1.5])
-        m.gap.net[-1].weight.normal_(0.0, 1.0)  # gaps that differ from writer to writer
-        m.gap.scale.fill_(0.4)
-    texts = ["a b c", "xy  z", "a b c"]
-    cps, mask = encode_texts(texts)
-    imgs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))[[0, 1, 1]]
-    with torch.no_grad():
-        want = m.gap(m.style(imgs).writer_memory).numpy()  # (3,)
-    assert abs(want[0] - want[1]) > 0.02 and want[1] == pytest.approx(want[2])
-    runs = [sample(m, cps, mask, imgs, SamplingOptions(seed=3, max_char_points=3,
-                                                       min_char_points=3, use_cache=c,
-                                                       **modes)) for c in (True, False)]
-    _assert_same(*runs)
-    res = runs[0]
-    for i, text in enumerate(texts):
-        ci, d = res.char_index[i], res.deltas[i]
-        nth = np.r_[0, np.cumsum(ci[1:] == ci[:-1])]  # index of each point in its character
-        nth = nth - np.maximum.accumulate(np.where(np.r_[True, ci[1:] != ci[:-1]], nth, 0))
-        space = np.array([text[c] == " " for c in ci])
-        assert (space & (nth == 1)).sum() == text.count(" ")
-        np.testing.assert_allclose(d[space & (nth == 1)], [[want[i], 0.0]] * text.count(" "),
-                                   rtol=1e-5)
-        assert not np.allclose(d[~(space & (nth == 1)), 0], want[i])
 
 
 @pytest.mark.parametrize("modes", [{"space_mode": True}, {"lift_mode": True},

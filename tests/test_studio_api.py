@@ -358,8 +358,8 @@ def test_a_client_gone_from_the_queue_frees_its_place(run_dir, monkeypatch):
         server.stop()
 
 
-def test_a_writer_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
-    """With ``model.writer_gap`` the studio gives a known writer the median gap of its lines
+def test_a_relative_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
+    """With ``model.relative_gap`` the studio gives a known writer the median gap of its lines
     beside its references (the test split's gt.h5) and says so; drawn glyphs and a writer
     without lines get the population's."""
     from studio_run import _style_h5
@@ -372,7 +372,7 @@ def test_a_writer_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
     from cashg.model.presets import TINY, with_changes
     from cashg.studio.requests import WriteRequest
 
-    cfg = with_changes(TINY, writer_gap=True)
+    cfg = with_changes(TINY, relative_gap=True)
     torch.manual_seed(0)
     save_model_checkpoint(tmp_path / "model.pt", CASHG(cfg), cfg,
                           {"char_inventory": list(INVENTORY)})

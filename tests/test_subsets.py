@@ -22,7 +22,6 @@ from cashg.core.config.data import (
 )
 from cashg.core.ink import make_sentence, read_ink, write_ink
 from cashg.core.params import build
-from cashg.core.pen_states import insert_spaces
 from cashg.core.records import CURSIVE_EOC, EOC, PM, PU
 from cashg.core.style_render import render_glyph
 from cashg.core.subsets.readers import (
@@ -41,7 +40,6 @@ from preprocessing.subsets.char_subset import build_char_table
 from preprocessing.subsets.inputs import to_source_sentence
 from preprocessing.subsets.sentence_subset import window_bounds
 from preprocessing.subsets.splits import SplitError, WriterOverlapError, assign_splits
-from preprocessing.subsets.style_images import GAP_CHAR, GAP_INDEX, build_style_table, render_gap
 from preprocessing.subsets.synthetic import synthetic_corpus
 
 KINDS = ("char", "bigram", "sentence", "style")
@@ -240,60 +238,6 @@ def test_render_respects_pen_up_and_aspect():
     assert rows.max() - rows.min() < 20  # aspect kept: a flat stroke stays flat
     dot = render_glyph(np.array([[0.3, 0.3]]), np.array([EOC]), cfg)
     assert dot.max() > 150 and (dot > 0).sum() < 20  # a small visible dot
-
-
-def _two_words(writer: str, gap: float, sid: str = "s") -> object:
-    """A source sentence "ab cd": letters 0.3 wide, 0.05 apart, a word gap of ``gap``
-    (right edge of 'b' to left edge of 'c'), the space's pseudo-points inserted as in the data."""
-    lefts = [0.0, 0.35, 0.65 + gap, 1.0 + gap]
-    xy, pen, ci = [], [], []
-    for c, left in zip((0, 1, 3, 4), lefts, strict=True):
-        xy.append(np.stack([left + np.linspace(0, 0.3, 8), np.linspace(0.4, 0.6, 8)], axis=1))
-        pen.append(np.r_[np.full(7, PM), EOC])
-        ci.append(np.full(8, c))
-    xy, pen, ci = insert_spaces(np.concatenate(xy), np.concatenate(pen).astype(np.int8),
-                                np.concatenate(ci), "ab cd")
-    return to_source_sentence("brush", make_sentence(sid, writer, "ab cd", xy, pen, ci,
-                                                     dataset="t"))
-
-
-@pytest.mark.parametrize("gap", [0.1, 0.3, 0.6])
-def test_a_word_gap_reference_shows_the_gap_at_the_sentence_scale(gap):
-    cfg = StyleConfig(scale="sentence", spacing=1)
-    img = render_gap(_two_words("1", gap), 2, cfg)
-    blank = np.flatnonzero(img.max(axis=0) == 0)  # columns without ink
-    inner = cfg.image_size - 2 * cfg.margin
-    middle = blank[(blank > 16) & (blank < 48)] if gap < 0.5 else blank[(blank > 4) & (blank < 60)]
-    run = middle[np.r_[True, np.diff(middle) == 1].cumprod().astype(bool)]  # first run of blanks
-    width = len(run) + cfg.line_width  # a stroke's half width eats into the gap on each side
-    assert abs(width - gap * inner) <= 3, (width, gap * inner)
-    assert abs((run[0] + run[-1]) / 2 - cfg.image_size / 2) <= 2  # centred on the gap
-    assert img.max() == 255  # the words' ends are drawn; the space's pseudo-stroke is not:
-    assert img[:, run].max() == 0
-
-
-def test_word_gap_references_take_the_last_places_of_a_writers_set():
-    sentences = [_two_words("1", 0.2, "a"), _two_words("1", 0.4, "b"), _two_words("2", 0.3, "c")]
-    char_cfg = build(SubsetsConfig, {}).char
-    table_of = {}
-    for spacing in (0, 2):
-        report = ReviewReport("test", "toy")
-        cfg = StyleConfig(per_writer=4, spacing=spacing, scale="sentence")
-        table_of[spacing] = build_style_table(build_char_table(sentences, char_cfg, report),
-                                              cfg, report, sentences)
-    plain, gaps = table_of[0], table_of[2]
-    assert list(plain.columns["glyph_index"]).count(GAP_INDEX) == 0
-    # writer "1" has two gaps: its last two of four images; writer "2" has one gap only
-    w1 = gaps.writer_index == 0
-    assert list(gaps.columns["glyph_index"][w1][-2:]) == [GAP_INDEX, GAP_INDEX]
-    assert list(gaps.columns["char"][w1][-2:]) == [GAP_CHAR, GAP_CHAR]
-    assert (gaps.columns["glyph_index"][w1][:2] >= 0).all() and w1.sum() == 4
-    w2 = gaps.writer_index == 1
-    assert list(gaps.columns["glyph_index"][w2]).count(GAP_INDEX) == 1 and w2.sum() == 4
-    assert any(r.reason == "fewer_word_gaps_than_spacing" and r.sample == "brush:2"
-               for r in report.rows)
-    with pytest.raises(ValueError, match="spacing"):
-        StyleConfig(per_writer=4, spacing=4)
 
 
 def _iam_files(tmp_path, forms_by_split):
@@ -518,22 +462,3 @@ def test_empty_split_stage_exits_1(tmp_path, repo_root, capsys):
     err = capsys.readouterr().err
     assert "benchmark 'dsd': split 'test' has 0 sentences (brush: rule writer_range," in err
     assert "writer_outside_split" not in err  # every writer landed in train
-
-
-def test_a_built_benchmark_with_word_gap_references_reads_back(tmp_path, built):
-    """The stage path: ``subsets.style.spacing`` reaches the style files, their gap images
-    read back as the last of each writer's set, and the glyph collage's style glyphs skip them."""
-    from cashg.baselines.glyph_collage import style_glyphs
-
-    root, inp, _ = built
-    cfg = build(SubsetsConfig, {"sentence": {"max_chars": 20, "stride_chars": 10},
-                                "style": {"per_writer": 4, "spacing": 1, "scale": "sentence"}})
-    build_benchmark("toy", _bench(), cfg, {"brush": inp}, {}, tmp_path / "out", progress=False)
-    with StyleReader(tmp_path / "out/train/style.h5") as style, \
-            CharReader(tmp_path / "out/train/char.h5") as chars:
-        for idx in style.indices_by_writer().values():
-            refs = [style[int(i)] for i in idx]
-            assert len(refs) == 4 and refs[-1].glyph_index == GAP_INDEX and refs[-1].char == " "
-            assert all(r.glyph_index >= 0 for r in refs[:-1])
-        glyphs = style_glyphs(style, chars)
-        assert all(" " not in by_char and len(by_char) == 3 for by_char in glyphs.values())

@@ -26,7 +26,8 @@ TINY_PARAMS = {
     "recognizer": {"model": {"conv_channels": 8, "kernel": 3, "downsample": 2, "hidden": 8,
                              "layers": 1},
                    "train": {"iterations": 3, "batch_size": 4, "warmup_iters": 1,
-                             "val_writers": 1}},
+                             "val_writers": 1},
+                   "glyphs": {"iterations": 3, "batch_size": 4, "width": 4}},
     "new_text": {"writers": 2, "per_writer": 1},
 }
 

@@ -42,13 +42,11 @@ class CollageCounts:
 
 
 def style_glyphs(style: StyleReader, chars: CharReader) -> dict[str, dict[str, Glyph]]:
-    """writer -> character -> the glyph of the writer's style set (one per character; a
-    word gap's image, ``glyph_index`` -1, is no glyph)."""
+    """writer -> character -> the glyph of the writer's style set (one per character)."""
     out: dict[str, dict[str, Glyph]] = {}
     for i in range(len(style)):
         ref = style[i]
-        if ref.glyph_index >= 0:
-            out.setdefault(ref.writer, {})[ref.char] = chars[ref.glyph_index]
+        out.setdefault(ref.writer, {})[ref.char] = chars[ref.glyph_index]
     return out
 
 

@@ -51,17 +51,6 @@ def render_glyph(xy: np.ndarray, pen: np.ndarray, cfg: StyleConfig) -> np.ndarra
     return rasterise((xy - (lo + hi) / 2.0) * scale + size / 2.0, pen, size, cfg.line_width)
 
 
-def render_window(xy: np.ndarray, pen: np.ndarray, centre: np.ndarray, cfg: StyleConfig
-                  ) -> np.ndarray:
-    """``(S, S)`` uint8 view of a piece of a line: 1.0 sentence height = the inner box (the
-    ``scale: sentence`` glyphs' scale), ``centre`` (2,) at the image's centre, ink outside the
-    image cut off. A word gap's reference (``StyleConfig.spacing``) shows the gap at the size
-    the writer leaves it, beside the ends of its two words."""
-    size = cfg.image_size
-    pts = (np.asarray(xy, np.float64) - np.asarray(centre, np.float64)) * _inner(cfg) + size / 2.0
-    return rasterise(pts, pen, size, cfg.line_width)
-
-
 def _inner(cfg: StyleConfig) -> int:
     inner = cfg.image_size - 2 * cfg.margin
     if inner <= 0:

@@ -24,7 +24,7 @@ Writes ``glyphs.csv`` (one row per writer, character and setting), ``metrics.jso
 ``GLYPH_<class>_ratio``, ``GLYPH_CAP_<class>``: at the cap, alone and in the word together;
 ``GLYPH_all*`` over every class) and ``writers/<writer>.png``: each writer's alphabet, its own
 glyphs above the model's, misread glyphs in red, glyphs at the cap marked. Cheap enough to
-score a stage-1-only training in a couple of minutes (docs/legibility.md: how a change is
+score a stage-1-only training in a couple of minutes (docs/results-log.md: how a change is
 tried).
 """
 

@@ -5,7 +5,7 @@ sentence rows of the train writers that training holds out (``train.val_writers`
 writers of the train split, never trained on; the same writers the trainer's held-out
 evaluation uses). Choosing anything on the test split would tune it on the lines Table 2
 reports. Used by ``scripts/measure/tune_decoding.py`` (the decoding grid) and
-``scripts/measure/heldout_legibility.py`` (a row of docs/legibility.md: CER, WER and the error share by
+``scripts/measure/heldout_legibility.py`` (a row of docs/results-log.md: CER, WER and the error share by
 character class of one or several trained models).
 """
 

@@ -161,7 +161,7 @@ def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
     gap = None
-    if model.reads_writer_gap:  # model.writer_gap / relative_gap: the writer's gap from its lines
+    if model.reads_writer_gap:  # model.relative_gap: the writer's gap from its lines
         from cashg.generation.split import folder_writer_gap
 
         gap = folder_writer_gap(args.style_h5.parent, args.writer) if args.writer else None

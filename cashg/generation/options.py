@@ -86,7 +86,7 @@ def describe_options(opts: SamplingOptions) -> str:
     default = SamplingOptions()
     parts = ["greedy"] if opts.greedy else [f"temperature {opts.temperature}",
                                             f"bias {opts.bias}"]
-    modes = ("space_mode", "space_mean", "lift_mode")  # named when on, in this order
+    modes = ("space_mode", "lift_mode")  # named when on, in this order
     parts += [name for name in modes if getattr(opts, name)]
     parts.append(f"seed {opts.seed}")
     shown = {"greedy", "temperature", "bias", "seed", *modes}

@@ -37,16 +37,14 @@ character.
 ``space_mode`` (stochastic decoding only): the points of a whitespace character are the mean of
 its most probable component (its pen states are still drawn). A space's second point is the
 word gap; sampled, its lower tail writes words together (the demo model at temperature 0.8:
-4 % of gaps under 0.05 line heights against 0.5 % in the ground truth, docs/legibility.md).
+4 % of gaps under 0.05 line heights against 0.5 % in the ground truth, docs/results-log.md).
 The random draws are made as without it, so the other characters' stream is unchanged.
 Whatever the options, a space's points after its first get dy = 0: the pseudo-points of a
 space lie at one height by construction (cashg.core.pen_states), and a model trained with
 ``train.space_gap_x_only`` has learned only the x offset (the gap) there. A model with
 ``model.relative_gap`` draws that x offset in units of the sentence's writer gap (the
 population's where unknown), and it is multiplied back before the decoder reads it
-(:class:`cashg.model.writer_gap.WriterGapUnit`). A model with ``model.lift_from_box`` draws
-the point after a pen lift as a position from the corner of the character's box so far, and
-it is turned back into an offset from the pen (:mod:`cashg.model.lift_box`).
+(:class:`cashg.model.writer_gap.WriterGapUnit`).
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -133,15 +131,6 @@ def chosen_component(raw: torch.Tensor, k: torch.Tensor, head: GMMHead):
     return comp[:, 1:3], sigma, rho
 
 
-def mixture_mean(raw: torch.Tensor, head: GMMHead) -> torch.Tensor:
-    """(W, 2) the mean of the whole mixture, ``sum_k pi_k mu_k``, from raw head outputs
-    (W, 4 + 6K) in the layout of :func:`~cashg.model.gmm_head.mixture_from_raw`."""
-    k = head.n_mixtures
-    pi = torch.softmax(raw[:, N_PEN:N_PEN + k], -1)  # (W, K)
-    mu = raw[:, N_PEN + k:N_PEN + 3 * k].view(-1, 2, k)  # (W, 2, K)
-    return (mu * pi[:, None]).sum(-1)
-
-
 def draw_noise(gen: torch.Generator, rows: int, n_mixtures: int, like: torch.Tensor):
     """The random numbers of one stochastic step for ``rows`` rows: uniforms (rows, K + 4) for
     the Gumbel-max draws of the component and the pen state, standard normals (rows, 2)."""
@@ -211,7 +200,7 @@ def sample(
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
     :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
-    by a model with ``model.writer_gap`` or ``model.relative_gap`` (None: every writer at the
+    by a model with ``model.relative_gap`` (None: every writer at the
     population's gap)."""
     _check(opts)
     was_training = model.training
@@ -245,22 +234,11 @@ class _Rows:
         dev = codepoints.device
         m = opts.max_char_points
         # sentences with the same style references (one writer) share one style encoding
-        # (and the same word gap, model.writer_gap: the key's last column, NaN as -1)
-        key = style_images.flatten(1)
-        if model.writer_gap is not None and writer_gap is not None:
-            key = torch.cat([key, writer_gap.to(key).nan_to_num(-1.0)[:, None]], 1)
-        refs, mem_row = torch.unique(key, dim=0, return_inverse=True)
-        n_pixels = style_images[0].numel()
-        style = model.style(refs[:, :n_pixels].reshape(-1, *style_images.shape[1:]))  # U styles
-        gaps = refs[:, n_pixels] if refs.shape[1] > n_pixels else None  # (U,)
-        if gaps is not None:
-            gaps = torch.where(gaps < 0, float("nan"), gaps)
+        refs, mem_row = torch.unique(style_images.flatten(1), dim=0, return_inverse=True)
+        style = model.style(refs.reshape(-1, *style_images.shape[1:]))  # U styles
         self.identity, self.ctx = model.text(codepoints, char_mask)  # (B, S, D) each
         self.char_mask = char_mask
-        writer_memory = model.decoder_memory(style.writer_memory, gaps)  # (U, M, D)
-        mem_kv = dec.memory_kv(writer_memory, style.glyph_memory)  # (U, h, M, dh)
-        # (B,) each sentence's word gap from its style memory (model.gap_head), or None
-        self.gap = model.gap(style.writer_memory)[mem_row] if model.gap is not None else None
+        mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
         # (B,) each sentence's gap unit (model.relative_gap: its writer's gap), or None
         self.unit = (model.gap_unit.units(writer_gap, b) if model.gap_unit is not None
                      else None)
@@ -444,21 +422,14 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
     no_end = rows.x.new_tensor(NO_END)  # (4,)
     spaces = whitespace(codepoints)  # (B, S) bool
     space_rows = spaces if opts.space_mode and not opts.greedy else None
-    jump = model.head.jump_proj
-    jump_proj = (partial(F.linear, weight=jump.weight, bias=jump.bias) if jump is not None
-                 else None)
-    lift_box = model.cfg.lift_from_box
-    track = (opts.lift_mode and not opts.greedy) or jump is not None or lift_box
     last_pen = (torch.full((b,), EOC, dtype=torch.long, device=codepoints.device)
-                if track else None)  # (B,) each row's last pen
+                if opts.lift_mode and not opts.greedy else None)  # (B,) each row's last pen
     m = opts.max_char_points
     records = []  # per step: (ids, char, deltas, pen, forced, live), each over the W rows
     going = bool(rows.live.any())
     while going:
         hidden = rows.hidden()  # (W, D)
         raw = head_proj(hidden)  # (W, 4 + 6K)
-        if jump_proj is not None:  # the jump after a lift inside a character: its own mixture
-            raw = torch.where((last_pen[rows.ids] == PU)[:, None], jump_proj(hidden), raw)
         noise = None
         if not opts.greedy:  # drawn for all B rows at every step: the stream does not depend
             u, z = draw_noise(gen, b, model.head.n_mixtures, raw)  # on which rows are left
@@ -470,26 +441,17 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
         if space_rows is not None or (opts.lift_mode and not opts.greedy):
             at_mode = torch.zeros_like(rows.live)
             if space_rows is not None:  # spaces at the mode: the gap without its short tail
-                is_space = space_rows[rows.ids, rows.char]  # (W,)
-                at_mode = at_mode | is_space
+                at_mode = at_mode | space_rows[rows.ids, rows.char]
             if opts.lift_mode and not opts.greedy:  # the jump after a pen lift at the mode
                 lp = last_pen[rows.ids]
                 at_mode = at_mode | (lp == PU) | (lp == EOC)
             mode, _ = choose_points(raw, model.head, GREEDY, None, pen_bias)
-            if space_rows is not None and opts.space_mean:  # a space: the expected gap
-                mode = torch.where(is_space[:, None], mixture_mean(raw, model.head), mode)
             delta = torch.where(at_mode[:, None], mode, delta)
         on_line = spaces[rows.ids, rows.char] & (rows.t >= 1)  # (W,) a space's later points
         delta = torch.where(on_line[:, None], delta * delta.new_tensor([1.0, 0.0]), delta)
         if rows.unit is not None:  # model.relative_gap: the gap, drawn in writer units
             scale = torch.where(on_line, rows.unit[rows.ids].to(delta), 1.0)  # (W,)
             delta = delta * F.pad(scale[:, None], (0, 1), value=1.0)
-        if rows.gap is not None:  # the gap point (a space's second): the gap head's gap
-            gap = F.pad(rows.gap[rows.ids, None], (0, 1))  # (W, 2): (gap, 0)
-            delta = torch.where((on_line & (rows.t == 1))[:, None], gap, delta)
-        if lift_box:  # model.lift_from_box: after a lift, drawn from the box's corner
-            after_lift = (last_pen[rows.ids] == PU)[:, None]  # (W, 1)
-            delta = torch.where(after_lift, delta + (rows.lo - rows.pos), delta)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
         records.append((rows.ids, rows.char, delta, pen, forced, rows.live))
@@ -539,7 +501,7 @@ def generate_sentences(
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
     ``on_step`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a model with
-    ``model.writer_gap`` or ``model.relative_gap`` (None: the population's)."""
+    ``model.relative_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:

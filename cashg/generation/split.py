@@ -29,7 +29,7 @@ import numpy as np
 
 class Prompt(NamedTuple):
     """What to write: a line's id, the writer whose style references to use, the text, and
-    the writer's word gap for a model with ``model.writer_gap`` (None: unknown, the
+    the writer's word gap for a model with ``model.relative_gap`` (None: unknown, the
     population's; :func:`writer_gaps`)."""
 
     sentence_id: str
@@ -61,7 +61,7 @@ def folder_writer_gap(split_dir: Path, writer: str) -> float | None:
     """``writer``'s word gap (median over all its lines) from the lines of a subsets split
     folder: ``gt.h5`` (a test or validation split) or ``sentence.h5`` (a train split's
     windows, each space once); None when the folder has neither or the writer no gap. For
-    a ``model.writer_gap`` model written with a split's references outside the pipeline's
+    a ``model.relative_gap`` model written with a split's references outside the pipeline's
     stages (``cashg generate --writer``, the studio)."""
     from cashg.core.ink import InkFile
     from cashg.core.pen_states import line_word_gaps, space_gaps, space_spans, writer_word_gap

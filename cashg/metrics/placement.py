@@ -186,7 +186,7 @@ def letter_size_ratio(pairs: Iterable[tuple[str, LinePlacement, LinePlacement]]
     unit of the other figures) of ``(line id, generated, ground truth)`` triples, over the
     lines where both sides have one. Gaps are in each line's own character heights, so a model
     that writes a writer's gap at its true width with letters 1.2 times too tall has a gap
-    ratio of 1 / 1.2: this ratio tells the two apart (docs/legibility.md)."""
+    ratio of 1 / 1.2: this ratio tells the two apart (docs/results-log.md)."""
     return _median([gen.char_height / gt.char_height for _, gen, gt in pairs
                     if gen.char_height and gt.char_height])
 

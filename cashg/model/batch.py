@@ -30,7 +30,7 @@ class CharSequenceBatch:
     first; style_images (B, R, H, W) float in [0, 1] (background 0, ink 1); writer_ids (B,)
     long; target_mask (B, S) bool; glyph_labels (B, R) long or None (SupCon labels of the
     references; None = each reference is its own class); writer_gap (B,) float or None: each
-    sample's writer word gap (``model.writer_gap``; NaN = unknown, None = no sample has one).
+    sample's writer word gap (``model.relative_gap``; NaN = unknown, None = no sample has one).
     """
 
     codepoints: torch.Tensor
@@ -66,7 +66,7 @@ class SequenceSample:
     writer_id: int
     target: list[bool] | None = None
     glyph_labels: np.ndarray | None = None  # (R,) int
-    writer_gap: float | None = None  # the writer's word gap (model.writer_gap); None = unknown
+    writer_gap: float | None = None  # the writer's word gap (model.relative_gap); None = unknown
     meta: dict = field(default_factory=dict)
 
 

@@ -12,34 +12,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from cashg.core.config.model import ModelConfig
-from cashg.core.records import PU
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.decoder import BiSWTDecoder
-from cashg.model.gap_head import GapHead
 from cashg.model.gmm_head import GMMHead, MixtureParams
-from cashg.model.lift_box import lift_shift
 from cashg.model.packing import Packing, take_rows
 from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
 from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
-from cashg.model.writer_gap import WriterGapInput, WriterGapUnit
+from cashg.model.writer_gap import WriterGapUnit
 
 
 @dataclass
 class ModelOutput:
     """params: mixture over (B, S, T) target points; style: style encoder outputs;
-    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off);
-    gap: (B,) each sample's word gap from its style memory (``model.gap_head``; else None)."""
+    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off)."""
 
     params: MixtureParams
     style: StyleOutput
     gates: torch.Tensor | None
-    gap: torch.Tensor | None = None
 
 
 @dataclass
@@ -64,47 +58,22 @@ class CASHG(nn.Module):
         self.text = CharacterContextEncoder(cfg, backbone_config)
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
-        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps, cfg.jump_head)
-        self.gap = GapHead(cfg.d_model) if cfg.gap_head else None
-        self.writer_gap = WriterGapInput(cfg.d_model) if cfg.writer_gap else None
+        self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
         self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
 
     @property
     def reads_writer_gap(self) -> bool:
         """Whether each writer's measured word gap changes what the model writes."""
-        return self.writer_gap is not None or self.gap_unit is not None
+        return self.gap_unit is not None
 
     def mixture_targets(self, batch: CharSequenceBatch) -> torch.Tensor:
         """(B, S, T, 2) the offsets the mixture is scored on: ``batch.deltas``, with a
         space's gap in units of the writer's gap under ``model.relative_gap``
-        (:class:`~cashg.model.writer_gap.WriterGapUnit`) and the point after a pen lift
-        from the character's box corner under ``model.lift_from_box``
-        (:mod:`cashg.model.lift_box`)."""
-        targets = batch.deltas
-        if self.gap_unit is not None:
-            targets = self.gap_unit.targets(targets, batch.codepoints, batch.writer_gap)
-        if self.cfg.lift_from_box:
-            targets = targets - lift_shift(batch.deltas, batch.pen, batch.point_mask)
-        return targets
-
-    def offsets_from_targets(self, values: torch.Tensor, batch: CharSequenceBatch
-                             ) -> torch.Tensor:
-        """(B, S, T, 2) offsets from the pen of values (B, S, T, 2) in the mixture's
-        targets' frame (a teacher-forced prediction, for the VDL): under
-        ``model.lift_from_box`` the point after a lift is moved back by the true box corner;
-        a space's gap stays in writer units (the VDL reads heights only)."""
-        if not self.cfg.lift_from_box:
-            return values
-        return values + lift_shift(batch.deltas, batch.pen, batch.point_mask).to(values.dtype)
-
-    def decoder_memory(self, writer_memory: torch.Tensor,
-                       writer_gap: torch.Tensor | None) -> torch.Tensor:
-        """The writer memory (B, M, D) the decoder reads: with ``model.writer_gap``, shifted
-        by each sample's embedded word gap (B,) (:mod:`cashg.model.writer_gap`); else itself.
-        The style losses read the encoder's own memory."""
-        if self.writer_gap is None:
-            return writer_memory
-        return self.writer_gap(writer_memory, writer_gap)
+        (:class:`~cashg.model.writer_gap.WriterGapUnit`; the VDL, which reads heights only,
+        takes the predicted modes in this frame as they are)."""
+        if self.gap_unit is None:
+            return batch.deltas
+        return self.gap_unit.targets(batch.deltas, batch.codepoints, batch.writer_gap)
 
     def build_windows(
         self,
@@ -265,20 +234,14 @@ class CASHG(nn.Module):
         else:  # a static-shape plan's length classes, one after the other
             h_out, gate = torch.cat([o[0] for o in outs]), None
             target = torch.cat([w.target for w in classes])
-        after_lift = None
-        if self.head.jump_proj is not None:  # (W, T): point k follows a lift at point k - 1
-            lifted = F.pad(batch.pen[..., :-1] == PU, (1, 0))  # (B, S, T)
-            rows = torch.cat([o[3].batch_index * s + o[3].char_index for o in outs])
-            after_lift = take_rows(lifted.flatten(0, 1), rows)
-        p = self.head(h_out, after_lift)  # over (W, T)
+        p = self.head(h_out)  # over (W, T)
         params = _scatter_params(p, target, (b, s, t))
         gates = None
         if return_gates and gate is not None:
             g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
             gates = g.new_zeros(b, s, t, g.shape[-1])
             gates[win.batch_index, win.char_index] = g
-        gap = self.gap(style.writer_memory) if self.gap is not None else None  # (B,)
-        return ModelOutput(params, style, gates, gap)
+        return ModelOutput(params, style, gates)
 
     def _window_outputs(self, batch: CharSequenceBatch, identity: torch.Tensor,
                         points: torch.Tensor, ctx: torch.Tensor, style: StyleOutput,
@@ -288,9 +251,8 @@ class CASHG(nn.Module):
         the :class:`Windows`)."""
         t = batch.pen.shape[-1]
         win = self.windows_of_plan(identity, points, plan)
-        writer_memory = self.decoder_memory(style.writer_memory, batch.writer_gap)
         mem_kv = [(take_rows(k, win.batch_index), take_rows(v, win.batch_index)) for k, v in
-                  self.decoder.memory_kv(writer_memory, style.glyph_memory)]
+                  self.decoder.memory_kv(style.writer_memory, style.glyph_memory)]
         m_ctx = take_rows(ctx.flatten(0, 1), win.batch_index[:, None] * ctx.shape[1]
                           + win.token_char)  # (W, L, D)
         context = self.decoder.window_context(ctx, batch.char_mask, win.batch_index,

@@ -61,10 +61,21 @@ def read_payload(path: str | Path, map_location: str | torch.device = "cpu") -> 
     return payload
 
 
-def _model_config(payload: dict) -> dict:
+# options measured and not kept (docs/results-log.md), gone from ModelConfig: a checkpoint
+# written before their removal stores them; off, they changed nothing and are dropped
+REMOVED_MODEL_KEYS = ("jump_head", "gap_head", "writer_gap", "lift_from_box")
+
+
+def _model_config(payload: dict, path: Path) -> dict:
     """The stored model config; a checkpoint written before ``style_refs`` was a model key
-    gets the number its training used (``extra.params.train.style_refs``) when recorded."""
+    gets the number its training used (``extra.params.train.style_refs``) when recorded. A
+    key of :data:`REMOVED_MODEL_KEYS` is dropped where it is off and refused where it is on
+    (the model it describes cannot be built any more)."""
     stored = dict(payload["model_config"])
+    for key in REMOVED_MODEL_KEYS:
+        if stored.pop(key, False):
+            raise CheckpointError(f"{path}: trained with model.{key}, an option this version "
+                                  "no longer has (docs/results-log.md)")
     if "style_refs" not in stored:
         train = (payload.get("extra", {}).get("params") or {}).get("train") or {}
         if isinstance(train.get("style_refs"), int):
@@ -78,7 +89,7 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
     payload = read_payload(path, map_location)
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} != {VERSION}")
-    cfg = build(ModelConfig, _model_config(payload), f"{path}: model_config")
+    cfg = build(ModelConfig, _model_config(payload, path), f"{path}: model_config")
     model = CASHG(cfg, backbone_config=payload["backbone_config"])
     missing, unexpected = model.load_state_dict(payload["state_dict"], strict=False)
     if missing or unexpected:

@@ -56,34 +56,14 @@ def mixture_from_raw(raw: torch.Tensor, n_mixtures: int, sigma_eps: float) -> Mi
 
 
 class GMMHead(nn.Module):
-    """``f_out``: decoder state (..., D) -> :class:`MixtureParams`.
+    """``f_out``: decoder state (..., D) -> :class:`MixtureParams`, one linear projection
+    ``proj`` to the raw layout of :func:`mixture_from_raw`."""
 
-    With ``jump``: a second projection ``jump_proj`` of the same layout gives the parameters
-    of the points that follow a pen lift inside a character (``after_lift``; the previous
-    point's pen state is PU). Those points are jumps to a stroke's start, an order of magnitude
-    longer than the offsets inside a stroke; sharing one mixture with them placed them about
-    20 times less precisely (docs/legibility.md), worst for capitals and digits, whose
-    strokes they join. The state that predicts such a point has the lift in its own token, so
-    choosing the projection by it needs nothing the sampler does not know.
-    """
-
-    def __init__(self, d_model: int, n_mixtures: int = 20, sigma_eps: float = 1e-4,
-                 jump: bool = False):
+    def __init__(self, d_model: int, n_mixtures: int = 20, sigma_eps: float = 1e-4):
         super().__init__()
         self.n_mixtures = n_mixtures
         self.sigma_eps = sigma_eps
         self.proj = nn.Linear(d_model, N_PEN + 6 * n_mixtures)
-        self.jump_proj = nn.Linear(d_model, N_PEN + 6 * n_mixtures) if jump else None
 
-    def raw(self, h: torch.Tensor, after_lift: torch.Tensor | None = None) -> torch.Tensor:
-        """Raw outputs (..., 4 + 6K) of states ``h`` (..., D); ``after_lift`` (...) bool picks
-        the jump projection's (ignored without one)."""
-        raw = self.proj(h)
-        if self.jump_proj is not None:
-            if after_lift is None:
-                raise ValueError("the head has a jump projection: give after_lift")
-            raw = torch.where(after_lift[..., None], self.jump_proj(h), raw)
-        return raw
-
-    def forward(self, h: torch.Tensor, after_lift: torch.Tensor | None = None) -> MixtureParams:
-        return mixture_from_raw(self.raw(h, after_lift), self.n_mixtures, self.sigma_eps)
+    def forward(self, h: torch.Tensor) -> MixtureParams:
+        return mixture_from_raw(self.proj(h), self.n_mixtures, self.sigma_eps)

@@ -25,7 +25,7 @@ import bisect
 # 49-64, 65-96, 97-128 and longer ones each run by the decoder on their own, padded to the
 # class's bound (the last to the longest window), so that a glyph window of 20 tokens is not
 # padded to a sentence's longest of 250 (cashg.model.cashg_model.CASHG.static_plan). Bounds
-# 1.33-1.5x apart: a window pads by at most a third (docs/performance.md: the demo's padded
+# 1.33-1.5x apart: a window pads by at most a third (docs/results-log.md: the demo's padded
 # stage-3 step 1.32-1.40x the eager one's time with (32, 64, 128), 1.21-1.28x with these, for
 # 7 / 15 / 13 padded signatures in the dsd stages' first 100 batches instead of 5 / 10 / 9)
 LENGTH_CLASSES = (24, 32, 48, 64, 96, 128)

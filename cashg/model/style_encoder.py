@@ -142,7 +142,7 @@ class StyleEncoder(nn.Module):
         """The CNN over images (N, 1, H, W) in consecutive groups of ``sizes`` images, one call
         per group so that each gets its own BatchNorm statistics -> (N, C, s, s).
         (One call with per-group BatchNorm statistics was slower on a CPU and a GPU alike:
-        docs/performance.md.)"""
+        docs/results-log.md.)"""
         if len(sizes) == 1:
             return self.cnn(images)
         return torch.cat([self.cnn(x) for x in images.split(sizes)])

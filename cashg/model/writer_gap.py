@@ -1,19 +1,15 @@
-"""A writer's word gap, measured on its other lines: a style input (``model.writer_gap``), and
-the unit of a space's gap (``model.relative_gap``, :class:`WriterGapUnit`); neither in the paper.
+"""A writer's word gap, measured on its other lines, as the unit of a space's gap
+(``model.relative_gap``, :class:`WriterGapUnit`; not in the paper), and the masks of the
+spaces' points that the losses and the sampler share.
 
-A writer's spacing cannot be seen in its style references, which are single glyphs, and the
-demo model writes about the population's gap for every writer: the widest spacers get 0.55-0.60
-of their gaps (docs/legibility.md, "Placement"). A word gap predicted from the style memory
-with a loss of its own learned the writers' gaps no better (``model.gap_head``). This input
-gives the decoder the writer's gap as a measured descriptor instead, as DSD's writer-dependent
-global descriptors from several reference samples do (paper Sec. 4.1): the median word gap of
-the writer's *other* lines (:func:`cashg.core.pen_states.writer_word_gap`), as
-``log(gap / scale)``, through a linear layer, added to every token of the writer memory.
-Attention weights sum to one, so the shift reaches each writer cross-attention's output as a
-per-sample bias of the residual stream. ``scale`` is the training sentences' median gap (set
-before training, :func:`cashg.training.init.gap_scale`); an unknown gap (NaN: a writer
-without lines, such as a studio user's glyphs) is the population's, input 0. The layer starts
-at zero, so a model starts as it would without the option.
+A writer's spacing cannot be seen in its style references, which are single glyphs, and a
+model trained in the ink's units writes a writer it did not see at about the population's
+gap. The writer's gap, the median word gap of its *other* lines
+(:func:`cashg.core.pen_states.writer_word_gap`), is a measured descriptor, as DSD's
+writer-dependent global descriptors from several reference samples are (paper Sec. 4.1);
+:class:`WriterGapUnit` makes it the unit the gap is predicted in. The options that gave the
+gap a head of its own or the writer's gap as a style input were measured and not kept
+(docs/results-log.md).
 """
 
 from __future__ import annotations
@@ -22,8 +18,6 @@ import torch
 from torch import nn
 
 from cashg.core.pen_states import WHITESPACE
-
-LOG_RANGE = 3.0  # inputs are clamped to e^-3 .. e^3 times the data's median gap
 
 
 def whitespace(codepoints: torch.Tensor) -> torch.Tensor:
@@ -45,37 +39,13 @@ def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
     return space[..., None] & later
 
 
-class WriterGapInput(nn.Module):
-    """Writer memory (B, M, D) and word gaps (B,) (NaN = unknown) -> conditioned memory."""
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.proj = nn.Linear(1, d_model)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-        self.register_buffer("scale", torch.ones(()))  # the data's median gap (init)
-
-    def features(self, gaps: torch.Tensor) -> torch.Tensor:
-        """(B, 1) ``log(gap / scale)``, clamped; 0 where the gap is unknown or not positive."""
-        g = gaps.to(self.scale.dtype)
-        known = torch.isfinite(g) & (g > 0)
-        a = torch.log(torch.where(known, g, self.scale) / self.scale)
-        return a.clamp(-LOG_RANGE, LOG_RANGE)[:, None]
-
-    def forward(self, writer_memory: torch.Tensor, gaps: torch.Tensor | None) -> torch.Tensor:
-        if gaps is None:  # no descriptor for any sample: every writer at the population's gap
-            gaps = writer_memory.new_full(writer_memory.shape[:1], float("nan"))
-        shift = self.proj(self.features(gaps)).to(writer_memory.dtype)  # (B, D)
-        return writer_memory + shift[:, None, :]
-
-
 class WriterGapUnit(nn.Module):
     """A space's gap point in units of the writer's word gap (``model.relative_gap``; not in
     the paper).
 
     The model trained in the ink's units writes a writer it did not see at about the
     population's gap, whatever the gap point's weight: its references (single glyphs) carry
-    no spacing, and a writer-gap input is read weakly (docs/legibility.md, "Placement").
+    no spacing, and a writer-gap input is read weakly (docs/results-log.md).
     Here the mixture's x offset at a space's later points (the gap, cashg.core.pen_states) is
     the gap divided by the writer's measured gap (the median of its other lines), so the model
     learns a ratio near 1 and its context, and the sampler multiplies the ratio back: a writer

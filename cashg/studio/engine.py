@@ -81,7 +81,7 @@ class Engine:
                                            initializer=torch.set_num_threads,
                                            initargs=(max(1, threads),))
         self._images: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._gaps: dict[str, float | None] = {}  # model.writer_gap: each known writer's gap
+        self._gaps: dict[str, float | None] = {}  # model.relative_gap: each known writer's gap
         self._lock = threading.Lock()
         self.warm_up()
 
@@ -129,7 +129,7 @@ class Engine:
         return images[idx].astype(np.float32) / 255.0, note
 
     def writer_gap(self, req: WriteRequest) -> float | None:
-        """The word gap a ``model.writer_gap`` / ``relative_gap`` model is given: the median
+        """The word gap a ``model.relative_gap`` model is given: the median
         of a known writer's lines beside its references (memoised); None (the population's)
         for drawn glyphs, a writer without lines, or a model that does not read it."""
         if not self.model.reads_writer_gap or req.writer is None:

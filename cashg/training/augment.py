@@ -1,16 +1,16 @@
 """Writer augmentation: each training writer drawn as a slightly different writer each iteration.
 
-Not in the paper (a demo option, ``train.augment_scale`` / ``train.augment_shear``, off = 0 in
-every profile unless measured better; docs/legibility.md). The held-out writers' capitals and
-digits are the demo model's main errors, and each capital has only a few dozen training glyphs
-(one per writer); an affine map of a writer's ink draws new, plausible writers from them: its
-characters stretched or squeezed (x and y scaled on their own) and slanted (a shear).
+Not in the paper (``train.augment_shear``; on in the demo profile, off in the paper and GPU
+profiles; docs/results-log.md). The held-out writers' capitals and digits are the demo model's
+main errors, and each capital has only a few dozen training glyphs (one per writer); a shear
+of a writer's ink draws new, plausible writers from them: its characters slanted. (Scaling x
+and y as well was measured and not kept.)
 
 The map is one per (iteration, writer) and applied to *everything* the trainer shows of that
 writer in the iteration: the target ink of every stream and the writer's style reference
-images (and the writer's word gap, which the map scales with x), so that the references still
-say how the target is written. A map applied to the ink alone would teach the model that the
-references do not predict slant or proportions, which is the style the model must copy.
+images, so that the references still say how the target is written. A map applied to the ink
+alone would teach the model that the references do not predict slant, which is the style the
+model must copy. A shear leaves the writer's word gap, measured along x, as it is.
 
 Coordinates (see :mod:`cashg.training.data`): y down, the sentence's height is 1 and y = 0.5 is
 its middle; each sample starts at x = 0. The map pivots on the middle line (y' = 0.5 +
@@ -27,12 +27,11 @@ from scipy import ndimage
 PIVOT_Y = 0.5  # the sentence's middle line, in its height-normalised frame
 
 
-def draw_writer_map(rng: np.random.Generator, scale: float, shear: float) -> np.ndarray:
-    """(2, 2) ``[[s_x, k], [0, s_y]]`` acting on column vectors ``(x, y)``: ``log s`` uniform in
-    ``[-scale, scale]`` per axis, the shear ``k`` uniform in ``[-shear, shear]``."""
-    sx, sy = np.exp(rng.uniform(-scale, scale, size=2)) if scale > 0 else (1.0, 1.0)
+def draw_writer_map(rng: np.random.Generator, shear: float) -> np.ndarray:
+    """(2, 2) ``[[1, k], [0, 1]]`` acting on column vectors ``(x, y)``, the shear ``k`` uniform
+    in ``[-shear, shear]`` (the other functions take any ``[[s_x, k], [0, s_y]]``)."""
     k = rng.uniform(-shear, shear) if shear > 0 else 0.0
-    return np.array([[sx, k], [0.0, sy]], np.float64)
+    return np.array([[1.0, k], [0.0, 1.0]], np.float64)
 
 
 def map_chars(chars: list[np.ndarray], a: np.ndarray) -> list[np.ndarray]:

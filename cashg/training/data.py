@@ -32,8 +32,8 @@ Streams (see :class:`~cashg.model.batch.SequenceSample`):
   its points are the teacher-forced window prefix ``y_{s-1}``;
 - sentence: the window's text, every character a target (windows start at word starts).
 
-Writer augmentation (``train.augment_scale`` / ``augment_shear`` > 0; not in the paper): each
-training writer's ink, style references and word gap pass through one affine map drawn per
+Writer augmentation (``train.augment_shear`` > 0; not in the paper): each training writer's
+ink and style references pass through one shear drawn per
 (iteration, writer) from its own seeded generator (:mod:`cashg.training.augment`); evaluation
 batches never.
 
@@ -308,7 +308,7 @@ class SplitData:
                 if ch == " " and len(c) > 1]
 
     def writer_gap(self, writer: str, sentence: int | None = None) -> float | None:
-        """The writer's word gap (``model.writer_gap``, :func:`cashg.core.pen_states.
+        """The writer's word gap (``model.relative_gap``, :func:`cashg.core.pen_states.
         writer_word_gap`): the median of the gaps of its lines in this split, the line of
         sentence sample ``sentence`` left out (a sample is never described by its own line's
         gaps); None without a sentence stream or a gap. A line cut into overlapping windows
@@ -404,7 +404,7 @@ class BatchSource:
             raise ValueError(f"model.style_refs must be >= 1, got {style_refs}")
         self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
         self.style_refs = style_refs
-        self.writer_gap = writer_gap  # model.writer_gap: each sample carries its writer's gap
+        self.writer_gap = writer_gap  # model.relative_gap: each sample carries its writer's gap
         for s in data.readers:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
@@ -446,7 +446,6 @@ class BatchSource:
             a = self.writer_map(t, it.writer)
             if a is not None:  # the same new writer in every stream of this iteration
                 chars, refs = map_chars(chars, a), map_images(refs, a)
-                gap = None if gap is None else gap * float(a[0, 0])
             samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
                                           target=it.target, writer_gap=gap))
         return collate(samples)
@@ -456,10 +455,10 @@ class BatchSource:
         writer, whatever the stream or rank; :mod:`cashg.training.augment`), or None: off, or
         not a training batch."""
         cfg = self.cfg
-        if self.purpose != PURPOSE_TRAIN or (cfg.augment_scale <= 0 and cfg.augment_shear <= 0):
+        if self.purpose != PURPOSE_TRAIN or cfg.augment_shear <= 0:
             return None
         rng = np.random.default_rng([cfg.seed, AUGMENT_STREAM, t, self.data.writer_int[writer]])
-        return draw_writer_map(rng, cfg.augment_scale, cfg.augment_shear)
+        return draw_writer_map(rng, cfg.augment_shear)
 
     def iteration(self, t: int) -> dict[str, list[CharSequenceBatch]]:
         """All micro-batches of training iteration ``t`` (streams per the curriculum)."""

@@ -2,7 +2,7 @@
 
 A short CPU run ends wherever the last few hundred noisy AdamW steps left it; which of them
 it ends on is chance, and the demo's legibility swung with the training seed by as much as any
-change tried (docs/legibility.md). Averaging the weights of the last iterations (Polyak
+change tried (docs/results-log.md). Averaging the weights of the last iterations (Polyak
 averaging; the EMA that image and handwriting diffusion models sample from) removes that last
 stretch of noise without another training step. The average never feeds back into training:
 the optimiser, the gradients and the random streams are exactly those of a run without it,

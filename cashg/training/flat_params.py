@@ -3,7 +3,7 @@
 A step's bookkeeping touches each parameter tensor: the global gradient norm for clipping,
 the clip's scaling, the optimizer update, zeroing the gradients, and the copy of the BatchNorm
 statistics kept for a skipped step. With the demo model's 244 parameter tensors that was
-about 3,500 small operations per iteration (``docs/performance.md``), a quarter of a stage-1
+about 3,500 small operations per iteration (``docs/results-log.md``), a quarter of a stage-1
 step's operator calls. With the parameters and the gradients as views of two contiguous
 tensors each of those is one operation on the flat tensor, with the same arithmetic per
 element: autograd accumulates every gradient in place into its view (a defined ``.grad`` is

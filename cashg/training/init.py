@@ -23,7 +23,6 @@ import math
 import numpy as np
 import torch
 
-from cashg.core.records import PU
 from cashg.model.cashg_model import CASHG
 from cashg.model.gmm_head import N_PEN
 
@@ -42,18 +41,11 @@ def position_scale(chars: list[np.ndarray]) -> np.ndarray:
     return _rms([np.cumsum(c[1:, :2], 0, dtype=np.float64) for c in chars if len(c) > 1])
 
 
-def jump_scale(chars: list[np.ndarray]) -> np.ndarray | None:
-    """(2,) per-axis RMS of the offsets that follow a pen lift inside a character (the
-    previous point's pen state is PU) of ``chars``, or ``None`` when no character lifts."""
-    rows = [c[1:, :2][c[:-1, 2] == PU] for c in chars if len(c) > 1]
-    rows = [r for r in rows if len(r)]
-    return _rms(rows) if rows else None
-
-
 def gap_scale(gaps: np.ndarray) -> float:
     """The median of the word gaps ``gaps`` (k,) (:meth:`~cashg.training.data.SplitData.
-    init_gaps`), where ``model.gap_head`` starts (:mod:`cashg.model.gap_head`); 1.0, the
-    sentence height, when there is none (a run without sentences never trains the head)."""
+    init_gaps`), the unit of ``model.relative_gap`` where a writer's gap is unknown
+    (:class:`cashg.model.writer_gap.WriterGapUnit`); 1.0, the sentence height, when there
+    is none."""
     return float(np.median(gaps)) if len(gaps) else 1.0
 
 
@@ -66,12 +58,11 @@ def _rms(rows: list[np.ndarray]) -> np.ndarray:
 
 
 @torch.no_grad()
-def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | None = None,
-                     jumps: np.ndarray | None = None) -> None:
+def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | None = None
+                     ) -> None:
     """Rescale ``model`` in place for offsets of per-axis RMS ``scale`` (2,) and, when the
-    decoder embeds in-character positions, positions of per-axis RMS ``pos_scale`` (2,); a
-    head with a jump projection (``model.jump_head``) gets it at the scale ``jumps`` (2,) of
-    the offsets after a lift (``scale`` when there are none) (module docstring)."""
+    decoder embeds in-character positions, positions of per-axis RMS ``pos_scale`` (2,)
+    (module docstring)."""
     pos = model.decoder.point_pos
     if pos is not None and pos_scale is None:
         raise ValueError("data_init: the decoder embeds positions, pos_scale is required")
@@ -89,10 +80,6 @@ def data_scaled_init(model: CASHG, scale: np.ndarray, pos_scale: np.ndarray | No
         if extent is not None:  # (D, 4): [x, y, x, y] columns, in-character distances too
             extent.weight.div_(ps.repeat(2).to(extent.weight)[None, :])
     _scale_head(model.head.proj, model.head.n_mixtures, model.head.sigma_eps, s)
-    if model.head.jump_proj is not None:
-        j = s if jumps is None else torch.as_tensor(np.asarray(jumps, np.float64),
-                                                    dtype=torch.float32)
-        _scale_head(model.head.jump_proj, model.head.n_mixtures, model.head.sigma_eps, j)
 
 
 def _scale_head(proj: torch.nn.Linear, k: int, sigma_eps: float, s: torch.Tensor) -> None:

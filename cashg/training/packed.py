@@ -25,8 +25,6 @@ from cashg.core.config.model import TrainConfig
 from cashg.losses import (
     boundary_mask,
     flat_rows,
-    gap_targets,
-    grouped_gap_loss,
     grouped_sequence_loss_at,
     grouped_style_loss,
     grouped_vertical_drift_loss_at,
@@ -83,7 +81,7 @@ def plan_step(model: torch.nn.Module, batch: CharSequenceBatch, sizes: list[int]
     sample_group = torch.tensor(group_of, device=dev)  # (B,)
     vdl_sample = torch.tensor([use_vdl[g] for g in group_of], device=dev)  # (B,)
     # a window for every target character, and for context-only ones where the VDL reads
-    # their predictions (stream_losses' targets_only, per micro-batch)
+    # their predictions (CASHG.forward's targets_only, per micro-batch)
     windows = batch.char_mask & (batch.target_mask | vdl_sample[:, None])
     mask = batch.point_mask & batch.target_mask[..., None]
     rows = flat_rows(mask)  # (N,)
@@ -154,26 +152,18 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
         net = getattr(model, "module", model)  # DDP wraps the model
         seq = grouped_sequence_loss_at(p, net.mixture_targets(batch), batch.pen, plan.point_rows,
                                        plan.point_group, n_rows, cfg.lambda_pen,
-                                       cfg.pen_class_weights, plan.x_only,
-                                       cfg.space_gap_weight)
+                                       cfg.pen_class_weights, plan.x_only)
         drift = None
         if plan.bound_rows is not None:
-            pred = net.offsets_from_targets(most_probable_mean(p), batch)  # (B, S, T, 2)
+            pred = most_probable_mean(p)  # (B, S, T, 2)
             drift = grouped_vertical_drift_loss_at(pred, batch.deltas, batch.point_mask,
                                                    plan.bound_rows, plan.bound_group, n_rows)
         sty = grouped_style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
                                  batch.writer_ids, plan.sample_group, n, batch.glyph_labels,
                                  cfg.supcon_temperature)
-        gap = None
-        if out.gap is not None:  # model.gap_head: its L1 loss joins each sequence loss
-            gap = grouped_gap_loss(out.gap.float(), batch.deltas,
-                                   gap_targets(batch.codepoints, batch.point_mask,
-                                               batch.target_mask), plan.sample_group, n)
     result = []
     for g, stream in enumerate(streams):
         res = {k: seq[k][g] for k in ("mdn", "pen", "seq")}
-        if gap is not None:
-            res.update(gap=gap[g], seq=res["seq"] + cfg.gap_weight * gap[g])
         if use_vdl[g]:
             res["vdl"] = drift[g]
         elif stream == "char":
@@ -193,9 +183,10 @@ def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBat
                   shapes: tuple[ShapeLadder, int] | None = None
                   ) -> list[dict[str, torch.Tensor]]:
     """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
-    micro-batch the keys of :func:`~cashg.training.trainer.stream_losses` (``mdn, pen, seq,
-    vdl, style, style_writer, style_glyph``; ``vdl`` only where ``vdl[stream]``, and 0 for the
-    char stream), each a 0-d tensor. ``step``: :func:`step_losses` or its compiled form
+    micro-batch ``mdn, pen, seq, vdl, style, style_writer, style_glyph`` (``seq = mdn +
+    lambda_pen pen``; ``vdl`` only where ``vdl[stream]``, and 0 for the char stream), each a
+    0-d tensor. The one loss computation of training and of the held-out evaluation (one
+    micro-batch, :meth:`~cashg.training.trainer.Trainer.evaluate`). ``step``: :func:`step_losses` or its compiled form
     (:mod:`cashg.training.compiled`). ``shapes``: (ladder, stage) of a static-shape step
     (``train.static_shapes``, :func:`static_step_inputs`)."""
     batch, plan, key = step_inputs(model, micro, cfg, amp, vdl, shapes)

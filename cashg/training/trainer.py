@@ -5,9 +5,9 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
 1. the learning rate is set to :func:`~cashg.training.schedules.learning_rate` ``(t)``;
 2. for every active stream's micro-batch (char 1, bigram 1, sentence ``sentence_accum``), the
    teacher-forced model gives ``L_seq = L_mdn + lambda_pen L_pen``, the VDL and
-   ``L_style = SupCon(writer) + SupCon(glyph)`` (:func:`stream_losses` for one micro-batch;
-   the step runs all of them in one forward, :mod:`cashg.training.packed`, each keeping its
-   own means and BatchNorm statistics); the step's loss, the sum over micro-batches of
+   ``L_style = SupCon(writer) + SupCon(glyph)`` (all micro-batches in one forward,
+   :func:`cashg.training.packed.step_losses`, each keeping its own means and BatchNorm
+   statistics); the step's loss, the sum over micro-batches of
    ``lambda_s^(k) / n_s * (L_seq + lambda_vdl^s(t) L_vdl) + lambda_style^(k) / (A n_s) L_style``
    (``n_s`` micro-batches of stream s, ``A`` active streams; i.e. the style loss is the mean
    over the active streams of each stream's mean style loss), is back-propagated once;
@@ -22,7 +22,8 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
 Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
 ``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end. Evaluation every ``eval_interval``
 iterations: mean losses on fixed held-out batches of every stream (all three, whatever the
-stage, so the numbers are comparable over the run); ``val/total`` = sum of the streams' mean
+stage, so the numbers are comparable over the run; each batch through the training step's
+losses, VDL on for the bigram and sentence streams); ``val/total`` = sum of the streams' mean
 ``L_seq`` selects ``best.pt``; sample lines of held-out writers are rendered. Evaluation runs
 under :func:`torch.random.fork_rng`, so it never changes the training random stream.
 
@@ -55,16 +56,6 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cashg.core.config.model import ModelConfig, TrainConfig
-from cashg.losses import (
-    boundary_mask,
-    gap_targets,
-    grouped_gap_loss,
-    most_probable_mean,
-    sequence_loss,
-    space_gap_points,
-    style_loss,
-    vertical_drift_loss,
-)
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.cashg_model import CASHG
 from cashg.model.static_shapes import ShapeLadder
@@ -84,12 +75,10 @@ from cashg.training.graphed import GraphedStep
 from cashg.training.init import (
     data_scaled_init,
     gap_scale,
-    jump_scale,
     offset_scale,
     position_scale,
 )
 from cashg.training.packed import (
-    float_params,
     host_step_inputs,
     packed_losses,
     place,
@@ -150,49 +139,7 @@ class TrainResult:
     config_hash: str = ""
 
 
-def stream_losses(model: torch.nn.Module, batch: CharSequenceBatch, stream: str,
-                  cfg: TrainConfig, amp: contextlib.AbstractContextManager,
-                  vdl: bool = True) -> dict:
-    """Losses of one micro-batch: ``mdn, pen, seq, vdl, style, style_writer, style_glyph``.
-
-    VDL boundaries: consecutive non-space characters whose current character is a target
-    (a bigram's (predecessor, current) pair; every pair of a sentence window); the predicted
-    trajectory is the most probable component's mean at every step (cashg.losses), the
-    predecessor's included. ``vdl=False`` (its weight is 0 at this iteration): no ``vdl`` key,
-    and no window for context-only characters, whose predictions only the VDL reads.
-    """
-    vdl = vdl and stream != "char"
-    with amp:
-        out = model(batch, targets_only=not vdl)
-    p = float_params(out.params)
-    mask = batch.point_mask & batch.target_mask[..., None]
-    x_only = (space_gap_points(batch.codepoints, batch.pen.shape[-1]) if cfg.space_gap_x_only
-              else None)  # (B, S, T)
-    # the model itself: DDP wraps it, and a partial binds its reference mode (tests)
-    net = getattr(model, "module", getattr(model, "func", model))
-    targets = net.mixture_targets(batch)  # (B, S, T, 2)
-    seq = sequence_loss(p, targets, batch.pen, mask, cfg.lambda_pen, cfg.pen_class_weights,
-                        x_only, cfg.space_gap_weight)
-    res = dict(seq)
-    if out.gap is not None:  # model.gap_head: its L1 loss joins the sequence loss
-        targets = gap_targets(batch.codepoints, batch.point_mask, batch.target_mask)
-        gap = grouped_gap_loss(out.gap.float(), batch.deltas, targets,
-                               torch.zeros_like(batch.writer_ids), 1)[0]
-        res.update(gap=gap, seq=res["seq"] + cfg.gap_weight * gap)
-    if vdl:
-        bounds = boundary_mask(batch.codepoints, batch.char_mask, batch.point_mask)
-        bounds = bounds & batch.target_mask[:, 1:]
-        pred = net.offsets_from_targets(most_probable_mean(p), batch)  # (B, S, T, 2)
-        res["vdl"] = vertical_drift_loss(pred, batch.deltas, batch.point_mask, bounds)
-    elif stream == "char":
-        res["vdl"] = seq["seq"].new_zeros(())
-    sty = style_loss(out.style.writer_embed.float(), out.style.glyph_embed.float(),
-                     batch.writer_ids, batch.glyph_labels, cfg.supcon_temperature)
-    res.update(style=sty["style"], style_writer=sty["writer"], style_glyph=sty["glyph"])
-    return res
-
-
-LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style", "gap")  # gap: model.gap_head only
+LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
 
 
 def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:
@@ -233,16 +180,14 @@ def weighted_total(per_micro: list[dict[str, torch.Tensor]], streams: tuple[str,
     return total, sums
 
 
-def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...],
-                 gap: bool = False) -> list[str]:
+def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...]) -> list[str]:
     """The ``train/<stream>/<loss>`` keys a step over micro-batches of ``streams`` logs (VDL
-    where it is on, and the char stream's 0; ``gap`` with ``model.gap_head``), in a fixed
-    order."""
+    where it is on, and the char stream's 0), in a fixed order."""
     names: list[str] = []
     for s, v in zip(streams, use_vdl):
         for k in LOGGED_LOSSES:
             name = f"train/{s}/{k}"
-            if (k != "vdl" or v or s == "char") and (k != "gap" or gap) and name not in names:
+            if (k != "vdl" or v or s == "char") and name not in names:
                 names.append(name)
     return names
 
@@ -277,16 +222,10 @@ class Trainer:
         model = CASHG(model_cfg)
         if cfg.data_init:
             chars = train_data.init_chars()
-            data_scaled_init(model, offset_scale(chars), position_scale(chars),
-                             jump_scale(chars))
-        # model.gap_head starts at the data's median gap; model.writer_gap's inputs are
-        # relative to it; it is model.relative_gap's unit where a writer's gap is unknown
-        scaled = [m.scale for m in (model.gap, model.writer_gap, model.gap_unit)
-                  if m is not None]
-        if scaled:
-            median_gap = gap_scale(train_data.init_gaps())
-            for scale in scaled:
-                scale.fill_(median_gap)
+            data_scaled_init(model, offset_scale(chars), position_scale(chars))
+        # the data's median gap: model.relative_gap's unit where a writer's gap is unknown
+        if model.gap_unit is not None:
+            model.gap_unit.scale.fill_(gap_scale(train_data.init_gaps()))
         self.model = model.to(self.device)
         # every trainable parameter a view of one flat tensor: the norm, the clip, AdamW and
         # zeroing are one operation each (flat_params); BatchNorm statistics likewise
@@ -484,7 +423,7 @@ class Trainer:
             with self.amp:
                 batch, plan = place(net, batch, plan, key[0], self.device)
             out = self.graphed(batch, plan, key, coef, epoch=epoch)  # (K,) see _graph_body
-            names = logged_names(*key[1:], self.model.gap is not None)
+            names = logged_names(*key[1:])
             sums = dict(zip(["train/total", *names], out[:-1]))
             grad_norm = out[-1]
             if upcoming is not None and self.graphed.active:
@@ -581,12 +520,10 @@ class Trainer:
                                   shapes)
         if self.loss_hook is not None:
             per_micro = [self.loss_hook(t, s, losses) for s, losses in zip(streams, per_micro)]
-        total, sums = weighted_total(per_micro, streams, use_vdl, coef)
-        total.backward()
-        sums["train/total"] = total.detach()
+        sums, norm = self._backward(per_micro, streams, use_vdl, coef)
         if watch is not None:
             self._check_all_parameters_reached(watch, stage)
-        return sums, self.flat.clip_grad_norm(self.cfg.grad_clip)
+        return sums, norm
 
     def _graph_body(self, batch: CharSequenceBatch, plan, key, coef: torch.Tensor
                     ) -> torch.Tensor:
@@ -598,11 +535,21 @@ class Trainer:
         self.flat.zero_grad()
         with self.amp:
             per_micro = step_losses(net, batch, plan, sizes, use_vdl, streams, self.cfg)
+        sums, norm = self._backward(per_micro, streams, use_vdl, coef)
+        names = ["train/total", *logged_names(use_vdl, streams)]
+        return torch.stack([sums[k] for k in names] + [norm.float()])
+
+    def _backward(self, per_micro: list[dict[str, torch.Tensor]], streams: tuple[str, ...],
+                  use_vdl: tuple[bool, ...], coef: torch.Tensor
+                  ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """What follows a step's losses, the same in the eager and the replayed step: their
+        weighted total (:func:`weighted_total`) back-propagated once and the gradient's global
+        norm clipped to ``grad_clip``. (logged sums with ``train/total``, the norm before
+        clipping)."""
         total, sums = weighted_total(per_micro, streams, use_vdl, coef)
         total.backward()
-        norm = self.flat.clip_grad_norm(self.cfg.grad_clip)
-        names = logged_names(use_vdl, streams, self.model.gap is not None)
-        return torch.stack([total.detach()] + [sums[k] for k in names] + [norm.float()])
+        sums["train/total"] = total.detach()
+        return sums, self.flat.clip_grad_norm(self.cfg.grad_clip)
 
     def _check_all_parameters_reached(self, watch: GradientWatch, stage: int) -> None:
         """After a stage's first backward: every trainable parameter got a gradient.
@@ -629,11 +576,11 @@ class Trainer:
             for s in self.val_source.data.readers:
                 acc: dict[str, float] = defaultdict(float)
                 for j in range(self.cfg.eval_batches):
-                    b = self.val_source.batch(j, s, 0, plan.batch_sizes[s]).to(self.device)
-                    losses = stream_losses(self.model, b, s, self.cfg, self.amp)
-                    for k in ("mdn", "pen", "vdl", "seq", "gap"):
-                        if k in losses:  # gap: model.gap_head only
-                            acc[k] += float(losses[k]) / self.cfg.eval_batches
+                    b = self.val_source.batch(j, s, 0, plan.batch_sizes[s])
+                    losses = packed_losses(self.model, [(s, b)], self.cfg, self.amp,
+                                           {s: True})[0]
+                    for k in ("mdn", "pen", "vdl", "seq"):
+                        acc[k] += float(losses[k]) / self.cfg.eval_batches
                 out.update({f"val/{s}/{k}": v for k, v in acc.items()})
                 total += acc["seq"]
             self.model.train()

@@ -125,7 +125,7 @@ def build_benchmark(
             elif kind == "sentence":
                 table = build_sentence_table(sentences, cfg.sentence, rep)
             else:
-                table = build_style_table(char_table, cfg.style, rep, sentences)
+                table = build_style_table(char_table, cfg.style, rep)
             rep.check()
             _write_table(folder / f"{kind}.h5", table, name, split, sources, cfg.compression)
             reports[kind] = rep

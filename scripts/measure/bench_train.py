@@ -58,7 +58,7 @@ class _NoData:
         return [_char(rng, 20) for _ in range(64)]
 
     def init_gaps(self) -> np.ndarray:
-        """No word gaps: ``model.gap_head`` / ``writer_gap`` / ``relative_gap`` keep a scale of
+        """No word gaps: ``model.relative_gap`` keeps a scale of
         1 (the synthetic samples carry no writer gap, so ``relative_gap``'s unit is 1 and the
         step computes what it computes without the option)."""
         return np.zeros(0)

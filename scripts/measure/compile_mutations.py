@@ -6,7 +6,7 @@
 cudagraph trees), which replay fixed memory addresses: a graph input the step writes to in
 place is allowed only if it is a static input (a parameter or buffer, the same tensor every
 step); any other mutated input makes inductor skip CUDA graphs for the whole graph ("skipping
-cudagraphs due to mutated inputs", seen on an H200 with torch 2.11, docs/performance.md).
+cudagraphs due to mutated inputs", seen on an H200 with torch 2.11 on 2026-11-26).
 This traces one step of the stage through dynamo and AOTAutograd (no code generation, a
 minute or less) and prints the graph's inputs, the static ones, and every mutated input with
 its name and whether it is static; the exit status is 1 when a mutated input is not static.

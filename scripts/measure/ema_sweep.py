@@ -1,6 +1,6 @@
 """Several weight averages of one training run, each written as a model file, so that one
 run per training seed measures the last weights and every average against each other
-(docs/legibility.md, "Weight averages").
+(docs/results-log.md).
 
     python scripts/measure/ema_sweep.py --experiment dsd --out /tmp/ema-s0 --set train.seed=0 \\
         --average 0.99@5300 0.995@5300 0.998@4200 [--threads 1]

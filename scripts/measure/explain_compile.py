@@ -8,7 +8,7 @@ Prints the number of graphs, graph breaks and traced operators, then each break 
 (file:line) with its reason and how often it occurred, most frequent first. A step that
 compiles without breaks prints ``graphs 1, breaks 0``. Uses the synthetic batches of
 ``scripts/measure/bench_train.py``; tracing only (no code generation), about 30 s on a CPU core for the
-demo profile. docs/performance.md quotes its output.
+demo profile.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One row of docs/legibility.md: CER, WER, the error share by character class and the
+"""One row of docs/results-log.md: CER, WER, the error share by character class and the
 held-out Style Score and placement (baseline drift, generated and ground truth, the
 word-gap ratio and, per writer, the letter-size ratio that the gap ratio's unit carries:
 :mod:`cashg.metrics.placement`) of trained models on the held-out lines

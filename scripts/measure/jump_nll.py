@@ -2,16 +2,13 @@
 sentences teacher-forced whole (each with the writer's style references as generation draws
 them, and its gap from its other lines where the model reads one), and the mixture's NLL per
 point in nats, the points after a lift inside a character against all others, by the
-character's class (docs/legibility.md, "The jumps are what the model has not learned").
+character's class (docs/results-log.md).
 
     python scripts/measure/jump_nll.py --split results/subsets/dsd/train \\
         [--writers brush:7 brush:8 brush:9] --checkpoint A/model.pt [B/model.pt ...]
 
-Each model is scored in its own targets (``CASHG.mixture_targets``): under
-``model.lift_from_box`` a jump's target is its position from the character's box corner, a
-shift of the offset by what the history fixes, so the densities are of the same point and
-the NLLs compare across models (a space's gap under ``model.relative_gap`` is in writer
-units: spaces are left out).
+Each model is scored in its own targets (``CASHG.mixture_targets``; a space's gap under
+``model.relative_gap`` is in writer units: spaces are left out).
 """
 
 from __future__ import annotations
@@ -24,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cashg.core.records import PU
 from cashg.evaluation.held_out import teacher_forced_sentences, writers_sentences
 from cashg.losses import mixture_log_prob
 from cashg.model.batch import collate
 from cashg.model.checkpoint import load_model
-from cashg.model.lift_box import lift_points
 from cashg.recognition.scoring import char_class
 from cashg.training.data import SplitData
 
@@ -45,7 +42,8 @@ def point_nlls(model, cfg, data: SplitData, writer: str) -> dict[tuple[str, bool
         batch = collate(chunk)
         with torch.no_grad():
             nll = -mixture_log_prob(model(batch).params, model.mixture_targets(batch))
-        jump = lift_points(batch.pen, batch.point_mask)  # (B, S, T)
+        # (B, S, T) the points that follow a pen lift inside their character
+        jump = torch.nn.functional.pad(batch.pen[..., :-1] == PU, (1, 0)) & batch.point_mask
         for b, sample in enumerate(chunk):
             for s in range(len(sample.text)):
                 # "initial" is where a line starts, not a shape: classed by the character

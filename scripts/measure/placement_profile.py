@@ -1,5 +1,5 @@
 """Where generated lines drift: the placement of generated test lines against their ground
-truth, as in docs/legibility.md ("Placement").
+truth, as in docs/results-log.md.
 
     python scripts/measure/placement_profile.py --gt results/subsets/dsd/test/gt.h5 \\
         --pred results/generate/dsd/pred.h5 [other pred.h5 ...] [--bucket 5]

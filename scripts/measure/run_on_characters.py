@@ -6,7 +6,7 @@
 
 A character that never gets its end-of-character pen state runs on until the cap: the
 scribbled capitals and digits of the demo's pictures, whose end shifts the rest of the line
-(docs/legibility.md, "Characters that do not end"). Prints, per kind (upper, digit, lower, by the
+(docs/results-log.md). Prints, per kind (upper, digit, lower, by the
 character itself, the line's first character included), the characters at or over the cap and
 the median points per character, for the generated lines and the ground truth. The generated
 lines are ink interchange files (:func:`cashg.core.ink.read_ink`); the ground truth is the

@@ -1,9 +1,9 @@
 """What gap a trained model expects where the writer really left one: per writer, its sentences
 teacher-forced whole (each with the writer's style references as generation draws them and,
-for a ``model.writer_gap`` / ``model.relative_gap`` model, the writer's gap from its other
+for a ``model.relative_gap`` model, the writer's gap from its other
 lines), and at every space's gap point (its second pseudo-point) the median / mode / mean of
 the mixture's x marginal (``model.relative_gap``: times the writer's gap, the unit it is drawn
-in), against the writer's median gap (docs/legibility.md, "A writer's gap as an input").
+in), against the writer's median gap (docs/results-log.md).
 
     python scripts/measure/teacher_forced_gaps.py --split results/subsets/dsd/train \\
         [--writers brush:7 brush:8 brush:9] --checkpoint A/model.pt [B/model.pt ...]

@@ -276,12 +276,6 @@ class StyleConfig:
     ``glyphs: letters`` draws the references from a writer's letters only (no punctuation
     mark, digit or other sign: a '-' or '.' says little of a hand; a writer with fewer
     letters than ``per_writer`` gets its other glyphs too); ``all`` from every glyph.
-    ``spacing``: of the ``per_writer`` images, this many show a word gap instead of a glyph:
-    a window of one of the writer's lines centred on the gap between two words, drawn at the
-    ``scale: sentence`` scale (:func:`cashg.core.style_render.render_window`), so the
-    references carry the writer's spacing, which no single glyph shows (a departure from the
-    paper's glyph references; 0 = the paper's). Stored with ``char`` " " and ``glyph_index``
-    -1 (no row of char.h5).
     """
 
     image_size: int = 64
@@ -290,13 +284,7 @@ class StyleConfig:
     line_width: float = 2.0  # pixels; anti-aliased
     scale: Literal["glyph", "sentence"] = "glyph"
     glyphs: Literal["all", "letters"] = "all"
-    spacing: int = 0
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.spacing < self.per_writer:
-            raise ValueError(f"subsets.style.spacing must be in [0, per_writer = "
-                             f"{self.per_writer}), got {self.spacing}")
 
 
 def _paper_benchmarks() -> Mapping[str, BenchmarkConfig]:

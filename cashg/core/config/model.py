@@ -75,31 +75,12 @@ class ModelConfig:
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
-    # a second output projection for the points that follow a pen lift inside a character
-    # (the jump to a stroke's start: an H's bar, a B's bowls), its own mixture at the jumps'
-    # scale; off = one head for every point (the paper's). cashg/model/gmm_head.py
-    jump_head: bool = False
-    # a writer's word gap from its style memory (the writer memory, pooled, through a small
-    # MLP), trained by an L1 loss of its own (train.gap_weight) and written at every space's
-    # gap by the sampler; off = the gap is the mixture's, as every point (the paper's).
-    # cashg/model/gap_head.py
-    gap_head: bool = False
-    # a writer's word gap as a style input: the median word gap of the writer's other lines
-    # (a DSD-like writer descriptor, measured, not learned), embedded and added to the writer
-    # memory that the decoder reads; off = the writer is known from its glyph images only
-    # (the paper's). cashg/model/writer_gap.py
-    writer_gap: bool = False
     # a space's gap point predicted in units of the writer's word gap (the median gap of its
     # other lines; the training sentences' median where unknown): the mixture's x target at
     # the gap is divided by it and a sampled gap multiplied by it, so a writer the model did
     # not see still gets its own spacing; off = in the ink's units, as every point (the
     # paper's). cashg/model/writer_gap.py (WriterGapUnit)
     relative_gap: bool = False
-    # the point after a pen lift inside a character predicted as its position relative to the
-    # top-left corner of the character's box so far, not as an offset from the end of the
-    # previous stroke (the sampler turns it back into an offset); needs char_extent; off = an
-    # offset from the last point, as every point (the paper's). cashg/model/lift_box.py
-    lift_from_box: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
     # over the same window tokens (causal RoPE self-attention, cross-attention to the context
@@ -124,18 +105,11 @@ class ModelConfig:
             raise ValueError(f"model.style_refs must be >= 1, got {self.style_refs}")
         if self.context_layers < 0:
             raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
-        if self.lift_from_box and not self.char_extent:
-            raise ValueError("model.lift_from_box needs model.char_extent: the sampler keeps "
-                             "the character's box so far only with it")
-        if self.relative_gap and self.gap_head:
-            raise ValueError("model.relative_gap and model.gap_head are exclusive: each writes "
-                             "a space's gap its own way")
 
     @property
     def reads_writer_gap(self) -> bool:
-        """Whether the model is given each writer's measured word gap (``writer_gap`` or
-        ``relative_gap``)."""
-        return self.writer_gap or self.relative_gap
+        """Whether the model is given each writer's measured word gap (``relative_gap``)."""
+        return self.relative_gap
 
 
 @dataclass(frozen=True)
@@ -235,13 +209,6 @@ class TrainConfig:
     # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
     # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
     space_gap_x_only: bool = False
-    # with space_gap_x_only: the gap point's NLL counts this many times in the mixture loss
-    # (a space's gap is 1 of about 100 scored points, and the demo model's gaps stay near
-    # the population's even for the writers it trains on, docs/legibility.md); 1 = as any point
-    space_gap_weight: float = 1.0
-    # weight of model.gap_head's L1 loss (cashg.losses.grouped_gap_loss), added to each
-    # micro-batch's sequence loss; read only with the head
-    gap_weight: float = 1.0
     vdl_bigram: float = 0.01
     vdl_bigram_in_stage3: bool = False  # Eq. appendix: lambda_vdl^bi = 0.01 for 10k <= t < 50k
     vdl_sentence: float = 0.02
@@ -259,27 +226,28 @@ class TrainConfig:
     data_init: bool = False
     # run the packed step (forward and losses) through torch.compile (cashg/training/compiled.py;
     # the same losses and gradients, one graph without breaks); compile_mode: torch.compile's
-    # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs")
+    # mode ("default", "reduce-overhead" = CUDA graphs, "max-autotune", "max-autotune-no-cudagraphs").
+    # Off in every profile, kept: no faster on a CPU core; on a GPU, whose step is bound by
+    # kernel launches, it is the alternative to cuda_graphs, not yet measured (docs/performance.md)
     compile: bool = False
     compile_mode: str = "default"
     # pad every data-dependent size of the step to one of a few per stage (cashg/model/
     # static_shapes.py; the same losses within float rounding, more arithmetic on padding)
     static_shapes: bool = False
     # replay the step as CUDA graphs, one capture per shape (cashg/training/graphed.py;
-    # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning)
+    # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning).
+    # Both on in params.gpu.yaml only: the padding serves the replay, which needs a CUDA device
     cuda_graphs: bool = False
     # sample from an exponential moving average of the weights (cashg/training/ema.py): 0 = the
     # last weights; else the average starts as a copy after ema_start iterations and moves
     # 1 - ema_decay of the way to the weights after every step (model.pt holds the average;
-    # the training itself is unchanged)
+    # the training itself is unchanged). Off in every profile, kept for longer schedules: on
+    # the demo's, still learning at its end, every average read worse (docs/results-log.md)
     ema_decay: float = 0.0
     ema_start: int = 0
     # writer augmentation (cashg/training/augment.py; not in the paper): each training writer
-    # drawn as a slightly different writer every iteration, one affine map applied to its
-    # target ink, its style references and its word gap alike: x and y scaled by exp(u),
-    # u uniform in [-augment_scale, augment_scale] per axis, and slanted by a shear uniform in
-    # [-augment_shear, augment_shear]. 0 and 0 = off (every profile's default)
-    augment_scale: float = 0.0
+    # drawn as a slightly different writer every iteration, its target ink and its style
+    # references slanted alike by a shear uniform in [-augment_shear, augment_shear]; 0 = off
     augment_shear: float = 0.0
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
@@ -299,19 +267,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
-        if not 0.0 <= self.augment_scale <= 0.5:
-            raise ValueError(f"train.augment_scale must be in [0, 0.5] (a log scale), got "
-                             f"{self.augment_scale}")
         if not 0.0 <= self.augment_shear <= 0.5:
             raise ValueError(f"train.augment_shear must be in [0, 0.5], got {self.augment_shear}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
-        if self.space_gap_weight <= 0:
-            raise ValueError(f"train.space_gap_weight must be > 0, got {self.space_gap_weight}")
-        if self.space_gap_weight != 1.0 and not self.space_gap_x_only:
-            raise ValueError(f"train.space_gap_weight {self.space_gap_weight} weights the gap "
-                             "point's x-marginal NLL, which only train.space_gap_x_only: true "
-                             "computes; set it, or leave the weight at 1")
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")
@@ -353,9 +312,6 @@ class SamplingOptions:
                                    "characters as set above")
     lift_mode: bool = _opt(False, "a point that follows a pen lift (a stroke's or "
                                   "character's start) at its most probable mixture mean")
-    space_mean: bool = _opt(False, "with space_mode: a space's points at the mixture's mean "
-                                   "(the expected gap) rather than its most probable "
-                                   "component's mean (the mode of a skewed gap is short)")
     use_cache: bool = _opt(True, "key/value cache (off: the uncached reference computation, "
                                  "same points up to float rounding)")
 

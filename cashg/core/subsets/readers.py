@@ -78,7 +78,7 @@ class StyleImage:
     char: str
     writer: str
     writer_index: int
-    glyph_index: int  # row of the same split's char.h5 (-1: a word gap's image, subsets.style.spacing)
+    glyph_index: int  # row of the same split's char.h5
 
 
 def _str(value: object) -> str:
