@@ -151,6 +151,41 @@ def test_main_training_is_scheduled_first():
     assert scheduling_priority(spec("generate@dsd"), short) == 0
 
 
+def test_main_training_gets_the_cores_the_rest_leaves():
+    """``snakemake --cores N``: the full-schedule training gets N - 1 threads through
+    ``$CASHG_TRAIN_THREADS`` (one on two cores: the command is then the DVC one, unchanged);
+    short trainings and every other stage one thread, their commands untouched."""
+    from workflow.dag import StageSpec, stage_threads, threaded_cmd
+
+    cmd = "python -m cashg.training.stage --experiment {} --threads 1 --no-progress"
+    main = StageSpec("train@dsd", cmd.format("dsd"), (), (), {})
+    short = StageSpec("train@merged", cmd.format("merged"), (), (), {})
+    other = StageSpec("generate@dsd", "python -m cashg.generation.stage --threads 1", (), (), {})
+    assert [stage_threads(main, {"merged"}, c) for c in (1, 2, 4, 8)] == [1, 1, 3, 7]
+    assert stage_threads(short, {"merged"}, 8) == stage_threads(other, {"merged"}, 8) == 1
+    assert threaded_cmd(main, 1) == main.cmd
+    assert threaded_cmd(main, 3) == cmd.format("dsd").replace(
+        "--threads 1", "--threads $CASHG_TRAIN_THREADS")
+    assert threaded_cmd(other, 1) == other.cmd
+
+
+def test_snakemake_passes_the_main_training_its_threads(repo_root):
+    """The generated rule of the main training: ``threads`` from ``--cores``, exported to the
+    command; with two cores the command is exactly dvc.yaml's."""
+    import subprocess
+
+    def train_cmd(cores: int) -> str:
+        out = subprocess.run(["snakemake", "-n", "-p", "--cores", str(cores), "-f",
+                              "train__dsd"], cwd=repo_root, capture_output=True, text=True,
+                             check=True).stdout
+        return next(line for line in out.splitlines() if "--experiment dsd" in line)
+
+    assert "export CASHG_TRAIN_THREADS=3;" in train_cmd(4)
+    assert "--threads $CASHG_TRAIN_THREADS" in train_cmd(4)
+    two = train_cmd(2)
+    assert "CASHG_TRAIN_THREADS=1;" in two and "--threads 1 " in two
+
+
 def test_main_training_chain_inherits_its_priority():
     """Snakemake does not pass a priority on to inputs: the stages the full-schedule training
     needs (transitively) get its priority, the others keep their own."""

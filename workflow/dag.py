@@ -161,6 +161,31 @@ def scheduling_priority(stage: StageSpec, short_schedule: set[str]) -> int:
     return 10 if kind == "recognizer" else 0
 
 
+MAIN_TRAINING_THREADS = "$CASHG_TRAIN_THREADS"
+
+
+def stage_threads(stage: StageSpec, short_schedule: set[str], cores: int) -> int:
+    """Threads of a stage under ``snakemake --cores N``: a training on the full ``train``
+    schedule (the run's critical path, :func:`scheduling_priority`) gets every core but one,
+    which the rest of the DAG shares; every other stage one. The same commands under ``dvc
+    repro`` run one thread each (DVC has no notion of cores). A training's result is the same
+    for the same thread count (torch's CPU kernels split their work by the count)."""
+    kind, _, experiment = stage.name.partition("@")
+    if kind == "train" and experiment not in short_schedule and "--threads 1" in stage.cmd:
+        return max(1, cores - 1)
+    return 1
+
+
+def threaded_cmd(stage: StageSpec, threads: int) -> str:
+    """The stage's command for Snakemake: a multi-threaded stage (:func:`stage_threads`)
+    reads its thread count from ``$CASHG_TRAIN_THREADS``, which the rule sets from its
+    ``{threads}``; so the command, and with it Snakemake's record of the rule, does not change
+    with the number of cores."""
+    if threads == 1:
+        return stage.cmd
+    return stage.cmd.replace("--threads 1", f"--threads {MAIN_TRAINING_THREADS}")
+
+
 def _feeds(out: str, dep: str) -> bool:
     """Whether output path ``out`` is (part of) dependency path ``dep`` or contains it."""
     o, d = PurePosixPath(out), PurePosixPath(dep)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 from cashg.core.params import load_params
-from workflow.dag import load_stages, scheduling_priorities
+from workflow.dag import load_stages, scheduling_priorities, stage_threads, threaded_cmd
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 
 # A params file whose benchmarks do not fit its datasets fails here, with the key named,
@@ -14,6 +14,11 @@ _PARAMS = load_params(Path(workflow.basedir) / "params.yaml")
 DVC_STAGES = load_stages(workflow.basedir)
 _SHORT = {name for name, exp in _PARAMS["experiments"].items() if exp.budget == "short"}
 _PRIORITY = scheduling_priorities(DVC_STAGES, _SHORT)
+try:  # --cores N (a dry run may give none): the main training gets the cores the rest leaves
+    _CORES = int(workflow.cores)
+except Exception:  # noqa: BLE001 - snakemake's WorkflowError when no core count is given
+    _CORES = 1
+_THREADS = {s.name: stage_threads(s, _SHORT, _CORES) for s in DVC_STAGES}
 
 
 def _outputs(stage):
@@ -30,15 +35,16 @@ for _stage in DVC_STAGES:
         output:
             _outputs(_stage),
         params:
-            cmd=_stage.cmd,
+            cmd=threaded_cmd(_stage, _THREADS[_stage.name]),
             tracked=_stage.params_json,
         log:
             _stage.log_path,
         benchmark:
             _stage.benchmark_path
         priority: _PRIORITY[_stage.name]
+        threads: _THREADS[_stage.name]
         shell:
-            "({params.cmd}) 2>&1 | tee {log}"
+            "(export CASHG_TRAIN_THREADS={threads}; {params.cmd}) 2>&1 | tee {log}"
 
 
 def all_stage_outputs():
