@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cashg.core.char_classes import GLYPH_CLASSES, glyph_class
+
 __all__ = [
     "CHAR_CLASSES",
     "ClassErrors",
@@ -41,7 +43,6 @@ __all__ = [
 ]
 
 CHAR_CLASSES = ("lower", "upper", "digit", "punct", "space", "initial")
-GLYPH_CLASSES = ("lower", "upper", "digit", "punct")  # a character written alone
 
 
 def edit_distance(ref: Sequence, hyp: Sequence) -> int:
@@ -104,12 +105,6 @@ def char_class(text: str, i: int) -> str:
         if test(ch):
             return name
     return "punct"
-
-
-def glyph_class(char: str) -> str:
-    """The class of one non-space character written alone (one of :data:`GLYPH_CLASSES`; the
-    glyph test): :func:`char_class` without the line-initial class."""
-    return char_class(" " + char, 1)
 
 
 def align(ref: Sequence, hyp: Sequence) -> tuple[str, ...]:
