@@ -7,9 +7,10 @@
 #                                                 # this checkout holding results/subsets/<benchmark>
 # One call of the device tool runs at most ten minutes, set-up included: the script first
 # measures this machine's step rate on the experiment's own data (stepped as the training
-# loop steps them) and scales the schedule so that the measurement and the steps take at
-# most FIT_SHARE % of TRAIN_SECONDS (python -m cashg.training.fit_schedule:
-# every iteration count alike, the curriculum keeps its shape), then trains with
+# loop steps them) and scales the schedule so that the measurement and the steps fill
+# FIT_SHARE % of TRAIN_SECONDS (python -m cashg.training.fit_schedule: every iteration count
+# alike, the curriculum keeps its shape; longer when the step is fast, shorter when it is slow,
+# stage 1 at least STAGE1_FLOOR iterations), then trains with
 # --deadline TRAIN_SECONDS - 30: should the steps still run late, the training stops there and
 # writes model.pt from the weights so far (train_summary.json says where it stopped).
 #
@@ -19,6 +20,9 @@
 #                            with the kill margin below, at most 9 minutes of the call
 #   FIT_SHARE=75             per cent of it the fit and the steps are sized to (the rest: evaluations,
 #                            checkpoints, sample pictures, start-up); FIT=0 keeps the schedule
+#   STAGE1_FLOOR=3000        stage 1 (glyphs) keeps at least this many iterations when the
+#                            schedule shrinks (letters appear after about 3,000 on the demo)
+#   WORKERS=2                DataLoader processes that prepare the next batches
 #   OUT=results/gpu_train    where the run goes ($OUT of the device tool: it comes back)
 #   SET="train.x=1 ..."      extra --set overrides (a short schedule for the smoke test)
 #   BF16=1                   bf16 autocast          PYTHON=python3
@@ -68,14 +72,16 @@ start=$(date +%s)
 if [ "${FIT:-1}" = 1 ]; then
     steps=$((limit * ${FIT_SHARE:-75} / 100))
     fitted=$("$py" -m cashg.training.fit_schedule --experiment "$exp" --params "$params" \
-        --device "$device" --seconds "$steps" "${bf16[@]}" "${sets[@]}" 2> >(tee -a "$log" >&2))
+        --device "$device" --seconds "$steps" --stage1-floor "${STAGE1_FLOOR:-3000}" \
+        --workers "${WORKERS:-2}" "${bf16[@]}" "${sets[@]}" 2> >(tee -a "$log" >&2))
     for s in $fitted; do sets+=(--set "$s"); done
     echo "gpu_train: schedule for $steps s of measuring and steps: ${fitted:-unchanged (it fits)}" \
         | tr '\n' ' ' | tee -a "$log"; echo | tee -a "$log"
 fi
 left=$((limit - ($(date +%s) - start)))
 flags=(--experiment "$exp" --params "$params" --out "$out/train/$exp" --device "$device"
-       --no-progress --deadline "$((left > 60 ? left - 30 : 30))" "${bf16[@]}" "${track[@]}")
+       --no-progress --deadline "$((left > 60 ? left - 30 : 30))" --workers "${WORKERS:-2}"
+       "${bf16[@]}" "${track[@]}")
 set +e
 timeout -s TERM -k 60 "$((left + 60))" "$py" -m cashg.training.stage "${flags[@]}" "${sets[@]}" \
     2>&1 | tee -a "$log"

@@ -20,6 +20,7 @@ from cashg.training.schedules import (
     ITERATION_FIELDS,
     curriculum_stage,
     fit_schedule,
+    fitted_schedule,
     projected_seconds,
     scaled_schedule,
     stage_iterations,
@@ -48,9 +49,47 @@ def test_a_scaled_schedule_keeps_the_curriculum_shape():
     for t in (0, 2099, 2100, 2649, 2650, 2949):  # the same stages at the same shares
         assert curriculum_stage(t, cut) == curriculum_stage(round(t / factor), DEMO)
     assert cut.lr_decay_end == cut.total_iters and cut.vdl_sentence_warmup_end < cut.total_iters
-    assert fit_schedule(DEMO, (0.01, 0.01, 0.01), 1e6) == 1.0  # it fits: unchanged
+    assert fit_schedule(DEMO, (0.01, 0.01, 0.01), 1e6, lengthen=False) == 1.0  # it fits
     with pytest.raises(ValueError, match="> 0"):
         fit_schedule(DEMO, (0.1, 0.1, 0.1), 0)
+
+
+def test_a_fast_step_lengthens_the_schedule_in_its_shape():
+    """The schedule fills the budget both ways (issue "The GPU profile", item 1): twice the
+    time at the same rates gives twice every stage; ``lengthen=False`` keeps the old cap."""
+    rates = (0.1, 0.2, 0.5)
+    need = projected_seconds(DEMO, rates)
+    assert fit_schedule(DEMO, rates, 2 * need) == pytest.approx(2.0)
+    assert fit_schedule(DEMO, rates, 2 * need, lengthen=False) == 1.0
+    long = dataclasses.replace(DEMO, **fitted_schedule(DEMO, rates, 2 * need))
+    assert stage_iterations(long) == (8400, 2200, 1200)
+    assert projected_seconds(long, rates) == pytest.approx(2 * need)
+    assert long.lr_decay_end == long.total_iters and long.warmup_iters == 80
+
+
+def test_stage1_keeps_its_floor_and_the_later_stages_share_the_rest():
+    """Shrunk to a quarter, stage 1 would train 1,050 glyph iterations; with a floor of 2,000
+    it keeps 2,000 and stages 2 and 3 share what is left of the budget in their own
+    proportions; every moment of the run stays inside the stage it belongs to."""
+    rates = (0.1, 0.2, 0.5)
+    budget = projected_seconds(DEMO, rates) / 4
+    assert fitted_schedule(DEMO, rates, budget) == scaled_schedule(DEMO, 0.25)  # no floor
+    cut = dataclasses.replace(DEMO, **fitted_schedule(DEMO, rates, budget, stage1_floor=2000))
+    n1, n2, n3 = stage_iterations(cut)
+    assert n1 == 2000 and n3 > 0
+    assert projected_seconds(cut, rates) == pytest.approx(budget, abs=1.0)
+    assert n2 / n3 == pytest.approx(1100 / 600, rel=0.05)
+    assert cut.stage2_start < cut.stage3_start < cut.total_iters
+    assert cut.stage3_start <= cut.vdl_sentence_warmup_start < cut.vdl_sentence_warmup_end
+    assert cut.vdl_sentence_warmup_end < cut.total_iters
+    assert (cut.lr_decay_start, cut.lr_decay_end) == (cut.stage3_start, cut.total_iters)
+    assert cut.warmup_iters == round(40 * 2000 / 4200)
+    # a floor the whole budget cannot pay for: stage 1 gets what it can, the rest nothing
+    tiny = dataclasses.replace(DEMO, **fitted_schedule(DEMO, rates, 200.0, stage1_floor=3000))
+    assert stage_iterations(tiny)[0] == 2000 and sum(stage_iterations(tiny)[1:]) <= 1
+    # lengthening never falls below the floor's reach: the floor does not bind
+    assert fitted_schedule(DEMO, rates, 4 * budget * 4, stage1_floor=3000) == \
+        scaled_schedule(DEMO, 4.0)
 
 
 def test_used_streams_leave_out_a_stream_no_stage_samples():
@@ -140,6 +179,7 @@ class _FakeTrainer:
         self.captures_at, self.clock = captures_at, clock
         self.graphed = SimpleNamespace(stats=SimpleNamespace(captures=0))
         self.source = SimpleNamespace(iteration=lambda i: i)
+        self.opts = SimpleNamespace(workers=0)
         self.finished: list[int] = []
 
     def train_step(self, i: int, batches: int, upcoming, defer: bool = False):
@@ -185,6 +225,10 @@ def test_the_fit_takes_its_own_time_off_the_budget(subsets, tmp_path, one_torch_
     assert main([*argv, "--seconds", "0.001"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "no time is left for the training" in out.err
-    assert main([*argv, "--seconds", "1e6"]) == 0  # ample: the schedule stays as it is
+    assert main([*argv, "--seconds", "1e6", "--no-lengthen"]) == 0  # ample: as it is
     out = capsys.readouterr()
     assert out.out == "" and "less" in out.err and "schedule x1.000" in out.err
+    assert main([*argv, "--seconds", "1e6"]) == 0  # ample, lengthened: a longer schedule
+    out = capsys.readouterr()
+    longer = dict(line.removeprefix("train.").split("=") for line in out.out.split())
+    assert int(longer["total_iters"]) > 1000 and "schedule x" in out.err

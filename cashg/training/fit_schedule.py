@@ -10,10 +10,12 @@ overrides, in a throwaway folder), times ``--steps`` real iterations at the star
 curriculum stage, stepped as the training loop steps them (after ``--warmup`` untimed ones:
 allocation, autotuning; an iteration that captured a CUDA graph is not counted either;
 :func:`step_seconds`), and prints to stdout the ``train.KEY=VALUE``
-overrides that scale the whole schedule (:func:`cashg.training.schedules.scaled_schedule`:
+overrides that scale the whole schedule (:func:`cashg.training.schedules.fitted_schedule`:
 every iteration count, so the curriculum keeps its shape) by the factor that makes its steps
-fit what is left of ``--seconds`` after this measurement's own time
-(:func:`~cashg.training.schedules.fit_schedule`; nothing when it already fits). The
+fill what is left of ``--seconds`` after this measurement's own time: shorter when they would
+run late, longer when the step is fast (``--no-lengthen``: never longer), stage 1 kept at
+``--stage1-floor`` iterations at least (stages 2 and 3 then share the rest); nothing when
+the schedule stays as it is. The
 measurement is not free: 16 iterations per stage, captures and the trainer's set-up took
 about 140 s of a 180-s budget in the CPU smoke test, and a schedule sized for the whole
 budget then ran into the deadline at a third of its iterations. The measured
@@ -24,6 +26,7 @@ train stage, with ``--deadline`` as the safety net.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -40,7 +43,7 @@ def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
                  clock: Callable[[], float] = time.perf_counter) -> float:
     """The median seconds per iteration of ``steps`` iterations from ``start`` + ``warmup``
     (the untimed ones first: allocation, autotuning), stepped as :meth:`Trainer.run` steps
-    them: the batches drawn in the loop, the next iteration's inputs built ahead, a replayed
+    them: the batches drawn in the loop (by ``--workers`` processes as the training's), the next iteration's inputs built ahead, a replayed
     step read back only after the next one is queued. An iteration's time runs from its
     start to the next one's, so it holds what the loop spends on it. Timing each step
     synchronised instead fitted 12.9 / 7.1 / 4.2 it/s on an H100 (2026-11-28), and the
@@ -56,7 +59,8 @@ def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
     pending: PendingStep | None = None
     end = start + warmup + steps
     # one iteration past the window, so that its last step builds the next one ahead too
-    for t, batches, upcoming in with_upcoming(iteration_loader(trainer.source, start, end + 1)):
+    loader = iteration_loader(trainer.source, start, end + 1, trainer.opts.workers)
+    for t, batches, upcoming in with_upcoming(loader):
         if t == end:
             break
         stamps.append(clock())
@@ -92,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=16,
                         help="timed iterations per stage")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per stage first")
+    parser.add_argument("--stage1-floor", type=int, default=0,
+                        help="stage 1 keeps at least this many iterations (as the budget "
+                             "allows); stages 2 and 3 share the rest")
+    parser.add_argument("--no-lengthen", action="store_true",
+                        help="only shrink a schedule that would run late (never lengthen it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     add_runtime_arguments(parser)
     args = parser.parse_args(argv)
@@ -103,9 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     from cashg.training.cli import load_configs, open_data
     from cashg.training.data import DataError
     from cashg.training.schedules import (
-        fit_schedule,
+        fitted_schedule,
         projected_seconds,
-        scaled_schedule,
         stage_iterations,
         stage_start,
     )
@@ -126,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     per_iter = []
     with tempfile.TemporaryDirectory() as tmp:
         opts = RunOptions(device=args.device, bf16=args.bf16, resume=False, track=False,
-                          progress=False)
+                          progress=False, workers=args.workers)
         trainer = Trainer(model_cfg, cfg, train, Path(tmp), opts)
         for stage, n in zip((1, 2, 3), stage_iterations(cfg)):
             if n == 0:
@@ -146,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{measured}; measuring took {spent:.0f} s, all of the --seconds {args.seconds:.0f}:"
               " no time is left for the training (give it more)", file=sys.stderr)
         return 2
-    factor = fit_schedule(cfg, rates, left)
+    fitted = fitted_schedule(cfg, rates, left, args.stage1_floor, not args.no_lengthen)
+    changed = {k: v for k, v in fitted.items() if getattr(cfg, k) != v}
+    new_cfg = dataclasses.replace(cfg, **fitted)
     print(f"{measured}, the budget is {args.seconds:.0f} s less {spent:.0f} s of measuring ="
-          f" {left:.0f} s: schedule x{factor:.3f}", file=sys.stderr)
-    if factor < 1.0:
-        for key, value in scaled_schedule(cfg, factor).items():
+          f" {left:.0f} s: schedule x{new_cfg.total_iters / cfg.total_iters:.3f}, stages"
+          f" {' / '.join(str(n) for n in stage_iterations(new_cfg))} iterations"
+          f" ({projected_seconds(new_cfg, rates):.0f} s of steps)", file=sys.stderr)
+    if changed:
+        for key, value in fitted.items():
             print(f"train.{key}={value}")
     return 0
 

@@ -168,10 +168,61 @@ def scaled_schedule(cfg: TrainConfig, factor: float) -> dict[str, int]:
 
 
 def fit_schedule(cfg: TrainConfig, seconds_per_iter: tuple[float, float, float],
-                 budget: float) -> float:
-    """The factor (at most 1) that makes the schedule's steps fit ``budget`` seconds at the
-    measured ``seconds_per_iter`` of stages 1, 2, 3 (:func:`scaled_schedule`)."""
+                 budget: float, lengthen: bool = True) -> float:
+    """The factor that makes the schedule's steps fill ``budget`` seconds at the measured
+    ``seconds_per_iter`` of stages 1, 2, 3 (:func:`scaled_schedule`): below 1 when they would
+    run late, above 1 when the step is fast enough for more (``lengthen``; off: at most 1)."""
     need = projected_seconds(cfg, seconds_per_iter)
     if budget <= 0:
         raise ValueError(f"the time budget must be > 0 seconds, got {budget}")
-    return 1.0 if need <= budget else budget / need
+    factor = budget / need
+    return min(1.0, factor) if not lengthen else factor
+
+
+# the ITERATION_FIELDS that are a moment of the run (the rest are lengths: warm-ups, intervals)
+_MOMENTS = ("total_iters", "stage2_start", "stage3_start", "vdl_sentence_warmup_start",
+            "vdl_sentence_warmup_end", "lr_decay_start", "lr_decay_end", "ema_start")
+
+
+def fitted_schedule(cfg: TrainConfig, seconds_per_iter: tuple[float, float, float],
+                    budget: float, stage1_floor: int = 0,
+                    lengthen: bool = True) -> dict[str, int]:
+    """``train`` overrides whose steps fill ``budget`` seconds at ``seconds_per_iter``: every
+    stage scaled by :func:`fit_schedule`'s factor (the curriculum keeps its shape), except
+    that stage 1 keeps at least ``stage1_floor`` iterations (as many as the budget can pay
+    for; the glyph stage is where capitals and digits are learned, and where the letters
+    first appear) and stages 2 and 3 share what is left, in their own proportions. Moments of
+    the run (stage starts, the VDL ramp, the decay, the average's start) move with the stage
+    they fall in; stage 1's warm-up scales with stage 1, the stage warm-ups with stages 2-3,
+    the evaluation and checkpoint intervals with the whole run."""
+    factor = fit_schedule(cfg, seconds_per_iter, budget, lengthen)
+    n1, n2, n3 = stage_iterations(cfg)
+    r1, r2, r3 = seconds_per_iter
+    scaled = round(n1 * factor)
+    affordable = int(budget / r1) if r1 > 0 else stage1_floor
+    s1 = max(scaled, min(stage1_floor, affordable))
+    if s1 == scaled or n1 == 0:
+        return scaled_schedule(cfg, factor)
+    f1 = s1 / n1
+    rest = n2 * r2 + n3 * r3
+    f23 = max(0.0, budget - s1 * r1) / rest if rest > 0 else factor
+    start = cfg.stage2_start
+
+    def moment(x: int) -> int:
+        return round(x * f1) if x <= start else round(start * f1 + (x - start) * f23)
+
+    out = {}
+    total = moment(cfg.total_iters)
+    for name in ITERATION_FIELDS:
+        value = getattr(cfg, name)
+        if value <= 0:
+            out[name] = 0
+        elif name in _MOMENTS:
+            out[name] = max(1, moment(value))
+        elif name == "warmup_iters":
+            out[name] = max(1, round(value * f1))
+        elif name == "stage_warmup_iters":
+            out[name] = max(1, round(value * f23))
+        else:
+            out[name] = max(1, round(value * total / max(cfg.total_iters, 1)))
+    return out
