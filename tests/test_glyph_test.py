@@ -113,6 +113,8 @@ def test_the_reader_round_trips_and_refuses_other_files(reader, tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a torch file")
     with pytest.raises(GlyphReaderError, match="junk.pt"):
         GlyphReader.load(tmp_path / "junk.pt")
+    with pytest.raises(GlyphReaderError, match="none.pt: glyph reader file not found"):
+        GlyphReader.load(tmp_path / "none.pt")
 
 
 def test_training_is_deterministic():

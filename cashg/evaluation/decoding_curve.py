@@ -23,24 +23,20 @@ metric never stops the pipeline: without held-out lines the curve has no row and
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from cashg.evaluation.model_stage import model_stage_parser
+
 CURVE_KEYS = ("CER", "WER", "STYLE_top1", "STYLE_top5")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--subsets", required=True, type=Path)
-    parser.add_argument("--recognizer", required=True, type=Path)
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
-    parser.add_argument("--threads", type=int, default=None)
+    parser = model_stage_parser(__doc__.splitlines()[0], "recognizer",
+                                "the benchmark's recognizer.pt")
     args = parser.parse_args(argv)
 
     import torch

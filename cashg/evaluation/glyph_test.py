@@ -30,7 +30,6 @@ tried).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cashg.evaluation.model_stage import model_stage_parser
 from cashg.recognition.scoring import GLYPH_CLASSES, glyph_class
 
 SETTINGS = ("alone", "word", "own")
@@ -168,16 +168,11 @@ def load_own_glyphs(char_h5: Path, writers: Sequence[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--subsets", required=True, type=Path)
-    parser.add_argument("--reader", required=True, type=Path)
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser = model_stage_parser(__doc__.splitlines()[0], "reader",
+                                "the benchmark's glyph_reader.pt (recognizer@<benchmark>)")
     parser.add_argument("--writers", choices=("test", "held-out"), default="test",
                         help="the test split's writers (the pipeline) or the train writers "
                              "that training holds out (choosing a change)")
-    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 

@@ -39,6 +39,7 @@ from tqdm import tqdm
 from cashg.core.config.model import GlyphReaderConfig
 from cashg.core.params import ParamsError, build
 from cashg.core.style_render import stroke_segments
+from cashg.recognition.recognizer import read_state
 
 __all__ = ["FORMAT", "GlyphInk", "GlyphReader", "GlyphReaderError", "GlyphReaderNet",
            "glyph_points", "point_step", "rasterise_batch", "train_glyph_reader"]
@@ -197,25 +198,13 @@ class GlyphReader:
     def load(cls, path: Path) -> GlyphReader:
         """Read a reader written by :meth:`save`; a wrong or damaged file raises
         :class:`GlyphReaderError` naming it."""
-        path = Path(path)
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise
-        except Exception as exc:  # any unpickling failure: name the file
-            raise GlyphReaderError(f"{path}: not a glyph reader ({type(exc).__name__}: "
-                                   f"{exc})") from exc
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise GlyphReaderError(f"{path}: not a {FORMAT} file")
-        if state.get("version") != VERSION:
-            raise GlyphReaderError(f"{path}: version {state.get('version')}, this code reads "
-                                   f"{VERSION}")
+        state = read_state(Path(path), FORMAT, VERSION, GlyphReaderError, "glyph reader")
         try:
             cfg = build(GlyphReaderConfig, state["config"], f"{path}: config")
-        except ParamsError as exc:
-            raise GlyphReaderError(str(exc)) from exc
-        net = GlyphReaderNet(len(state["alphabet"]), cfg.image_size, cfg.width)
-        net.load_state_dict(state["state_dict"])
+            net = GlyphReaderNet(len(state["alphabet"]), cfg.image_size, cfg.width)
+            net.load_state_dict(state["state_dict"])
+        except (KeyError, ParamsError, RuntimeError) as exc:
+            raise GlyphReaderError(f"{path}: inconsistent glyph reader file ({exc})") from exc
         return cls(net, state["alphabet"], cfg, state.get("meta"))
 
 

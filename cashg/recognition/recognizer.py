@@ -30,7 +30,8 @@ from cashg.recognition.features import (
 )
 from cashg.recognition.model import RecognizerNet
 
-__all__ = ["FORMAT", "VERSION", "Recognizer", "RecognizerCheckpointError", "pad_batch"]
+__all__ = ["FORMAT", "VERSION", "Recognizer", "RecognizerCheckpointError", "pad_batch",
+           "read_state"]
 
 _PAD_TO = 64
 FORMAT = "cashg-recognizer"
@@ -49,6 +50,25 @@ def pad_batch(features: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tenso
     for i, f in enumerate(features):
         out[i, : len(f)] = torch.from_numpy(f)
     return out, lengths
+
+
+def read_state(path: Path, fmt: str, version: int, error: type[Exception],
+               what: str) -> dict:
+    """The plain dictionary of a ``torch.save``d file of ``format`` ``fmt`` and ``version``,
+    loaded with ``weights_only=True`` (no code runs on load); a missing, unreadable or
+    other file raises ``error`` naming ``path`` (``what``: the kind of file, for the
+    message). The recognizer's and the glyph reader's files."""
+    if not path.is_file():
+        raise error(f"{path}: {what} file not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is reported the same way
+        raise error(f"{path}: not a loadable {what} file ({exc})") from exc
+    if not isinstance(state, dict) or state.get("format") != fmt:
+        raise error(f"{path}: not a {fmt} file")
+    if state.get("version") != version:
+        raise error(f"{path}: version {state.get('version')!r} is not supported ({version})")
+    return state
 
 
 class Recognizer:
@@ -118,18 +138,7 @@ class Recognizer:
     def load(cls, path: str | Path) -> Recognizer:
         """Read a recognizer file (restricted loading; errors name the file)."""
         path = Path(path)
-        if not path.is_file():
-            raise RecognizerCheckpointError(f"{path}: recognizer file not found")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is reported the same way
-            raise RecognizerCheckpointError(f"{path}: not a loadable recognizer file ({exc})"
-                                            ) from exc
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise RecognizerCheckpointError(f"{path}: not a {FORMAT} file")
-        if state.get("version") != VERSION:
-            raise RecognizerCheckpointError(
-                f"{path}: version {state.get('version')!r} is not supported ({VERSION})")
+        state = read_state(path, FORMAT, VERSION, RecognizerCheckpointError, "recognizer")
         try:
             model_cfg = build(RecognizerModelConfig, state["model"], f"{path}: model")
             feature_cfg = build(RecognizerFeatureConfig, state["features"], f"{path}: features")
