@@ -256,3 +256,35 @@ def test_one_stage_family_per_experiment(repo_root):
             stage = stages[f"{kind}@{name}"]
             assert "cashg/core" in stage.deps, stage.name  # the contracts
             assert all(o.path.startswith(f"results/{kind}/{name}") for o in stage.outs)
+
+
+def _tracked_param_keys(dvc_yaml: dict) -> set[str]:
+    """The dotted params keys the stages of ``dvc_yaml`` track, without interpolated ones."""
+    keys = set()
+    for stage in dvc_yaml["stages"].values():
+        for key in stage.get("do", stage).get("params", []) or []:
+            if isinstance(key, str) and "${" not in key:
+                keys.add(key)
+    return keys
+
+
+def _has_key(params: dict, dotted: str) -> bool:
+    node = params
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_every_tracked_param_is_in_every_profile():
+    """`dvc commit` / `dvc repro` refuse a stage whose tracked param is missing from
+    params.yaml (Snakemake does not notice), and a user copies a profile onto params.yaml:
+    each key a stage tracks is written out in every profile."""
+    keys = _tracked_param_keys(yaml.safe_load((REPO / "dvc.yaml").read_text()))
+    assert "recognizer.glyphs" in keys and "model" in keys
+    for profile in ("params.yaml", "params.gpu.yaml", "params.paper.yaml"):
+        params = yaml.safe_load((REPO / profile).read_text())
+        missing = sorted(k for k in keys if not _has_key(params, k))
+        assert not missing, f"{profile}: tracked by dvc.yaml but missing: {missing}"
+    assert not _has_key({"recognizer": {"train": {}}}, "recognizer.glyphs")
