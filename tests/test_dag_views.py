@@ -116,6 +116,36 @@ def test_recording_in_dvc_lock_keeps_output_times(tmp_path):
     assert "up to date" in status.stdout
 
 
+
+def test_a_failing_dvc_commit_still_restores_output_times(tmp_path):
+    """A stage whose tracked param is missing makes `dvc commit` fail after it has re-linked
+    the stages before it: their times are restored all the same, and the error is raised."""
+    import os
+
+    import pytest
+
+    from workflow.dag import load_stages, record_in_dvc_lock
+
+    root = _tiny_dvc_repo(tmp_path, """\
+        stages:
+          first:
+            cmd: echo 1 > one.txt
+            params: [a]
+            outs: [one.txt]
+          second:
+            cmd: echo 2 > two.txt
+            params: [a.missing]
+            outs: [two.txt]
+        """)
+    old = 1_600_000_000_000_000_000
+    for name in ("one.txt", "two.txt"):
+        (root / name).write_text(name)
+        os.utime(root / name, ns=(old, old))
+    with pytest.raises(subprocess.CalledProcessError):
+        record_in_dvc_lock(load_stages(root), root)
+    for name in ("one.txt", "two.txt"):
+        assert (root / name).stat().st_mtime_ns == old, name
+
 def test_gitignore_tracks_uncached_metrics_and_ignores_cached_outputs():
     """git must track the outputs DVC leaves out of its cache (metrics, summaries, dvclive
     curves; `dvc exp show` / `metrics diff` / `plots diff` compare them across revisions) and

@@ -130,8 +130,8 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
 
     ``dvc commit`` re-links committed outputs from the DVC cache, which gives them new
     modification times; Snakemake decides what is outdated by modification time, so the times
-    are restored afterwards (otherwise the next Snakemake run would redo downstream stages).
-    Returns the committed stage names.
+    are restored afterwards, also when the commit fails (otherwise the next Snakemake run would
+    redo downstream stages). Returns the committed stage names.
     """
     import os
     import subprocess
@@ -142,11 +142,13 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
         return []
     files = _output_files([str(root / o.path) for s in done for o in s.outs])
     times = {f: f.stat() for f in files}
-    subprocess.run(["dvc", "commit", "--force", "--quiet", *[s.name for s in done]],
-                   cwd=root, check=True)
-    for f, st in times.items():
-        if f.exists():
-            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    try:
+        subprocess.run(["dvc", "commit", "--force", "--quiet", *[s.name for s in done]],
+                       cwd=root, check=True)
+    finally:  # a commit that fails part-way has re-linked the stages before it
+        for f, st in times.items():
+            if f.exists():
+                os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
     return [s.name for s in done]
 
 
