@@ -153,32 +153,6 @@ def test_batches_are_pure_functions_and_writer_unique(subsets):
     assert not set(shards[0].tolist()) & set(shards[1].tolist())
 
 
-def test_char_draw_weights_choose_the_classes_of_the_char_stream(subsets):
-    """``train.char_draw_weights``: a class of weight 0 is never drawn, a heavier class more
-    often than its share; equal weights draw exactly the uniform batches (the same indices)."""
-    from cashg.core.char_classes import glyph_class
-
-    train, _, _, _ = open_data(subsets, TINY_TRAIN, cache=False)
-    uniform = BatchSource(train, TINY_TRAIN, style_refs=2)
-    same = BatchSource(train, dataclasses.replace(TINY_TRAIN, char_draw_weights=(2, 2, 2, 2)),
-                       style_refs=2)
-    assert all(np.array_equal(uniform.indices(t, "char", 0, 3), same.indices(t, "char", 0, 3))
-               for t in range(20))
-
-    def classes(cfg: TrainConfig) -> list[str]:
-        src = BatchSource(train, cfg, style_refs=2)
-        return [glyph_class(train.item("char", int(i)).text)
-                for t in range(40) for i in src.indices(t, "char", 0, 3)]
-
-    base = classes(TINY_TRAIN)
-    only_lower = classes(dataclasses.replace(TINY_TRAIN, char_draw_weights=(1, 0, 0, 0)))
-    assert set(only_lower) == {"lower"} and set(base) != {"lower"}
-    heavy = classes(dataclasses.replace(TINY_TRAIN, char_draw_weights=(1, 8, 1, 1)))
-    assert base.count("upper") > 0 and heavy.count("upper") > 2 * base.count("upper")
-    with pytest.raises(ValueError, match="char_draw_weights"):
-        dataclasses.replace(TINY_TRAIN, char_draw_weights=(0, 0, 0, 0))
-
-
 def test_held_out_writers_are_the_last_and_never_trained_on(subsets):
     writers = split_writers(subsets / "train")
     kept, held = held_out_writers(subsets / "train", 1)

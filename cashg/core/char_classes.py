@@ -1,7 +1,6 @@
 """The classes a character belongs to, one definition for everything that counts by class: the
 recognizer's error shares (:mod:`cashg.recognition.scoring`, which adds ``space`` and the
-line-initial class), the glyph test (:mod:`cashg.evaluation.glyph_test`) and the char stream's
-draw weights (``train.char_draw_weights``, :mod:`cashg.training.data`)."""
+line-initial class) and the glyph test (:mod:`cashg.evaluation.glyph_test`)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,6 @@ import h5py
 import numpy as np
 import torch
 
-from cashg.core.char_classes import GLYPH_CLASSES, glyph_class
 from cashg.core.config.model import TrainConfig
 from cashg.core.pen_states import line_word_gaps, writer_word_gap
 from cashg.core.subsets.readers import (  # noqa: F401 (DataError & co.: re-exported)
@@ -375,14 +374,6 @@ class SplitData:
             self._buckets[key] = out
         return self._buckets[key]
 
-    def char_class_weights(self, by_class: tuple[float, ...]) -> np.ndarray:
-        """(N,) the draw weight of every char-subset glyph: ``by_class`` in
-        :data:`~cashg.core.char_classes.GLYPH_CLASSES` order, by the glyph's character."""
-        with h5py.File(self.dir / "char.h5", "r") as f:
-            chars = [_str(c) for c in f["char"][()]]
-        weight = dict(zip(GLYPH_CLASSES, by_class))
-        return np.array([weight[glyph_class(c)] for c in chars], np.float64)
-
     def writer_images(self, writer: str) -> np.ndarray:
         """(k, S, S) float32 in [0, 1] (ink 1) of one writer, memoised."""
         img = self._images.get(writer)
@@ -418,11 +409,6 @@ class BatchSource:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
                                 f"fill a writer-unique batch on {world} ranks")
-        # char stream: each glyph's draw weight by class (train.char_draw_weights; None =
-        # uniform, the draw of before the option)
-        self.draw_weights: dict[str, np.ndarray] = {}
-        if "char" in data.readers and len(set(cfg.char_draw_weights)) > 1:
-            self.draw_weights["char"] = data.char_class_weights(cfg.char_draw_weights)
         # stream -> (buckets usable on `world` ranks, their draw probabilities)
         self.buckets: dict[str, tuple[list[dict[str, np.ndarray]], np.ndarray]] = {}
         if cfg.length_buckets > 0:
@@ -440,7 +426,7 @@ class BatchSource:
         if stream in self.buckets:  # a length bucket, drawn in proportion to its size
             buckets, prob = self.buckets[stream]
             pool = buckets[int(rng.choice(len(buckets), p=prob))]
-        glob = one_per_writer_batch(pool, batch_size, rng, self.draw_weights.get(stream))
+        glob = one_per_writer_batch(pool, batch_size, rng)
         return glob[self.rank::self.world]
 
     def batch(self, t: int, stream: str, micro: int, batch_size: int) -> CharSequenceBatch:

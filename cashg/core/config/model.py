@@ -221,11 +221,6 @@ class TrainConfig:
     # > 0: char/bigram batches draw from one of this many length buckets (quantiles of the
     # sample's point count) to cut padding; 0 = the paper's plain writer-unique sampling
     length_buckets: int = 0
-    # the char stream draws each writer's glyph with these weights by class (lower, upper,
-    # digit, punct; cashg.core.char_classes.GLYPH_CLASSES): capitals and digits are learned
-    # in the char stream (the bigram and sentence streams hold few), lower case everywhere.
-    # (1, 1, 1, 1) = uniformly over the writer's glyphs (the paper's sampling)
-    char_draw_weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
     # rescale the point embedding and mixture head to the data's offset scale before training
     # (cashg/training/init.py; an initialisation the paper leaves open; False = torch defaults)
     data_init: bool = False
@@ -274,9 +269,6 @@ class TrainConfig:
             raise ValueError(f"train.ema_decay must be in [0, 1), got {self.ema_decay}")
         if not 0.0 <= self.augment_shear <= 0.5:
             raise ValueError(f"train.augment_shear must be in [0, 0.5], got {self.augment_shear}")
-        if any(w < 0 for w in self.char_draw_weights) or not any(self.char_draw_weights):
-            raise ValueError(f"train.char_draw_weights must be >= 0, not all 0, got "
-                             f"{self.char_draw_weights}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
         if self.cuda_graphs and self.compile:

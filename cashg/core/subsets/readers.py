@@ -282,22 +282,11 @@ def to_deltas(xy: np.ndarray) -> np.ndarray:
 
 
 def one_per_writer_batch(
-    indices_by_writer: dict[str, range], batch_size: int, rng: np.random.Generator,
-    weights: np.ndarray | None = None,
+    indices_by_writer: dict[str, range], batch_size: int, rng: np.random.Generator
 ) -> np.ndarray:
     """``(min(batch_size, W),)`` sample indices: distinct writers drawn without replacement,
-    one sample of each, uniformly or (``weights``: (N,) >= 0 per sample index) in proportion
-    to its weight (writers without samples, or without weight, are skipped)."""
+    one uniformly drawn sample of each (writers without samples are skipped)."""
     ranges = [r for r in indices_by_writer.values() if len(r)]
-    if weights is not None:
-        ranges = [r for r in ranges if weights[np.asarray(r)].sum() > 0]
     k = min(batch_size, len(ranges))
     chosen = rng.choice(len(ranges), size=k, replace=False)
-    if weights is None:
-        return np.array([ranges[j][int(rng.integers(len(ranges[j])))] for j in chosen],
-                        np.int64)
-    out = []
-    for j in chosen:
-        w = weights[np.asarray(ranges[j])]
-        out.append(ranges[j][int(rng.choice(len(w), p=w / w.sum()))])
-    return np.array(out, np.int64)
+    return np.array([ranges[j][int(rng.integers(len(ranges[j])))] for j in chosen], np.int64)
