@@ -77,6 +77,11 @@ def test_a_capture_is_reused_for_its_signature_and_its_inputs_are_copied_in():
     assert step.stats.captures == 2 and step.stats.replays == 3
     # one static buffer per capture: the replay of the second call read the first's buffer
     assert calls[1] == calls[0] == calls[2]
+    # the host inputs are views of one buffer, which one copy a step fills
+    for cap in step.captures.values():
+        assert cap.host == [0, 1] and cap.buffer is not None
+        assert {x.untyped_storage().data_ptr() for x in cap.inputs} == \
+            {cap.buffer.untyped_storage().data_ptr()}
 
 
 def test_a_failing_capture_falls_back_to_the_plain_step_with_a_warning(subsets: Path,
@@ -226,13 +231,13 @@ def test_a_replayed_step_is_applied_or_skipped_on_the_device_as_the_eager_step_d
     at_once.model.load_state_dict(late.model.state_dict())
     for trainer in (late, at_once):
         trainer.graphed.backend = Rerun()
-        body = trainer.graphed.body
+        losses = trainer._graph_losses  # inside the captured step, before its update
 
-        def poisoned(*inputs, trainer=trainer, body=body):
-            out = body(*inputs)
+        def poisoned(*inputs, trainer=trainer, losses=losses):
+            out = losses(*inputs)
             return out * float("nan") if trainer.iteration == bad else out
 
-        trainer.graphed.body = poisoned
+        trainer._graph_losses = poisoned
     torch.manual_seed(5)
     history = late.run().history
     torch.manual_seed(5)
@@ -327,3 +332,26 @@ def test_a_capture_that_fails_inside_the_capture_leaves_the_stream_and_allocator
     replay()
     torch.cuda.synchronize()
     assert out.tolist() == [6.0] * 8
+
+
+def test_an_interval_that_ends_on_a_replayed_step_is_logged_one_step_late(subsets: Path,
+                                                                          tmp_path):
+    """A log interval's last step is not read back at once (no host wait on logging steps):
+    it is logged when it is read back after the next step, at its own step number, with the
+    means of its own iterations."""
+    cfg = dataclasses.replace(CFG, cuda_graphs=True, total_iters=9, log_interval=2,
+                              eval_interval=100, checkpoint_interval=100)
+    trainer = trainer_for(subsets, tmp_path / "late", cfg, keep_history=True)
+    trainer.graphed.backend = Rerun()
+    history = trainer.run().history
+    # every replayed step but the run's last is read back late, logging steps included
+    assert trainer.deferred_steps == trainer.graphed.stats.replays - 1 > 0
+    logged = {step: values for step, values in trainer.record.calls()
+              if "train/total" in values}
+    assert sorted(logged) == [2, 4, 6, 8, 9]
+    for step, values in logged.items():
+        its = [h for h in history if step - 2 <= h["iteration"] < step and
+               (h["iteration"] >= 8 or step != 9)]
+        for key in ("train/total", "train/grad_norm"):
+            assert values[key] == pytest.approx(float(np.mean([h[key] for h in its]))), step
+        assert values["train/stage"] == its[-1]["train/stage"]

@@ -294,3 +294,25 @@ def test_char_positions_are_relative_to_the_first_point():
     d = torch.tensor([[[0.5, 0.2], [0.1, 0.0], [0.0, 0.3], [0.0, 0.0]]])  # (1, T=4, 2), 1 pad
     expected = torch.tensor([[[0.0, 0.0], [0.1, 0.0], [0.1, 0.3], [0.1, 0.3]]])
     torch.testing.assert_close(char_positions(d), expected)
+
+
+def test_prefilled_text_states_are_the_states_a_batch_computes_on_first_sight(model):
+    """``prefill`` (a training's texts before its loop) caches every code point and short
+    text: a batch then runs no backbone, and its states are those of a cold cache."""
+    texts = ["a", "ab", "Q", "hello wor"]
+    warm = CASHG(TINY).eval()
+    warm.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        warm.text.prefill(texts, "cpu")
+    assert len(warm.text._cache_codes) == len(set("".join(texts)))
+    assert set(warm.text._cache_texts.index) == {(97,), (97, 98), (81,)}
+    assert len(warm.text._cache_sentences) == 0  # a CPU encodes sentences in length groups
+    calls = []
+    backbone = warm.text._backbone
+    warm.text._backbone = lambda ids, m: calls.append(ids.shape[0]) or backbone(ids, m)
+    cps, mask = _codes(["ab", "Q", "a"])
+    cold = CASHG(TINY).eval()
+    cold.load_state_dict(model.state_dict())
+    for a, w in zip(warm.text(cps, mask), cold.text(cps, mask)):
+        torch.testing.assert_close(a, w, rtol=0, atol=0)
+    assert calls == []

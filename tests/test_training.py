@@ -153,6 +153,36 @@ def test_batches_are_pure_functions_and_writer_unique(subsets):
     assert not set(shards[0].tolist()) & set(shards[1].tolist())
 
 
+def test_a_source_lists_every_text_its_batches_can_hold(subsets):
+    """What the frozen text states are computed for before a GPU loop: the texts of every
+    batch the source draws, and the sentences only when they are not cropped per batch."""
+    train, _, _, _ = open_data(subsets, TINY_TRAIN, cache=True)
+    whole = dataclasses.replace(TINY_TRAIN, sentence_max_chars=0)
+    cropped, uncropped = BatchSource(train, TINY_TRAIN, style_refs=2), \
+        BatchSource(train, whole, style_refs=2)
+    listed = set(uncropped.texts())
+    assert len(listed) == len(uncropped.texts())  # once each
+    assert set(cropped.texts()) < listed
+    assert any(len(t) > 2 for t in listed - set(cropped.texts()))  # the sentences
+    for t in range(whole.total_iters):
+        for batches in uncropped.iteration(t).values():
+            for b in batches:
+                for cps, mask in zip(b.codepoints.tolist(), b.char_mask.tolist()):
+                    assert "".join(chr(c) for c, m in zip(cps, mask) if m) in listed
+
+
+def test_a_run_says_where_its_loop_spent_its_time(subsets, tmp_path):
+    """The loop's clock (train_summary.json "loop"): every iteration of this session counted
+    in its stage, evaluations and checkpoints apart."""
+    result = make_trainer(subsets, tmp_path / "run").run()
+    loop = result.loop
+    assert [loop[f"stage{k}"]["iterations"] for k in (1, 2, 3)] == [3, 2, 3]
+    assert all(loop[f"stage{k}"]["it_per_s"] > 0 for k in (1, 2, 3))
+    assert loop["evaluation_and_checkpoint_seconds"] > 0
+    steps = sum(loop[f"stage{k}"]["seconds"] for k in (1, 2, 3))
+    assert steps + loop["evaluation_and_checkpoint_seconds"] <= result.seconds
+
+
 def test_held_out_writers_are_the_last_and_never_trained_on(subsets):
     writers = split_writers(subsets / "train")
     kept, held = held_out_writers(subsets / "train", 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -208,6 +209,30 @@ class CharacterContextEncoder(nn.Module):
             dim=1,
         )  # (U, 3)
         return self._backbone(ids, torch.ones_like(ids, dtype=torch.bool)).mean(dim=1)
+
+    def prefill(self, texts: Sequence[str], device: torch.device | str,
+                chunk: int = 256) -> None:
+        """A frozen backbone's caches filled with the states of ``texts``: each code point,
+        and (where the context path reads them) each text of at most
+        ``CACHED_TEXT_CHARS`` characters, and on a GPU each longer one. The same values a
+        batch computes on its first sight of them (each key is encoded alone,
+        :mod:`cashg.model.frozen_cache`), computed before a training's loop instead of inside
+        its first steps. Nothing for a trained backbone."""
+        if self._caches() is None or not texts:
+            return
+        device = torch.device(device)
+        codes = sorted({ord(c) for text in texts for c in text})
+        self.identity_states(torch.tensor(codes), device)
+        if not self.context_used:
+            return
+        kept = [t for t in texts if t and (len(t) <= CACHED_TEXT_CHARS or device.type == "cuda")]
+        for start in range(0, len(kept), chunk):
+            part = kept[start:start + chunk]
+            width = max(len(t) for t in part)
+            codepoints = torch.zeros((len(part), width), dtype=torch.long)
+            for i, text in enumerate(part):
+                codepoints[i, :len(text)] = torch.tensor([ord(c) for c in text])
+            self.char_states(codepoints, codepoints > 0, device)
 
     def plan(self, codepoints: torch.Tensor, char_mask: torch.Tensor,
              unique_size: int | None = None) -> TextPlan | None:

@@ -222,6 +222,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "bf16": args.bf16, "best_val_total": result.best_val, "held_out": val_desc,
             "parameters": count_parameters(trainer.model), "final_metrics": result.last_metrics,
             "compile": compile_summary(trainer), "weights": weights_description(trainer),
+            "loop": result.loop,
         }
         if result.status == "deadline":
             summary["stopped"] = (f"at iteration {result.iteration} of {cfg.total_iters} by"

@@ -419,6 +419,17 @@ class BatchSource:
                     sizes = np.array([sum(len(v) for v in b.values()) for b in bk], np.float64)
                     self.buckets[s] = (bk, sizes / sizes.sum())
 
+    def texts(self) -> list[str]:
+        """Every text a batch of this source can hold, once each, in a fixed order: the
+        char and bigram streams' texts and the sentences, unless ``train.sentence_max_chars``
+        crops them (a crop's text is drawn per batch). What the frozen text backbone's
+        states are computed for before the loop (:meth:`Trainer.prefill_text_states`)."""
+        streams = [s for s in STREAMS if s in self.data.readers
+                   and (s != "sentence" or self.cfg.sentence_max_chars <= 0)]
+        return list(dict.fromkeys(
+            self.data.item(s, int(i)).text for s in streams
+            for rows in self.data.by_writer[s].values() for i in rows))
+
     def indices(self, t: int, stream: str, micro: int, batch_size: int) -> np.ndarray:
         """(k,) this rank's sample indices of the global writer-unique batch."""
         rng = np.random.default_rng([self.cfg.seed, self.purpose, t, STREAM_ID[stream], micro])

@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = RunOptions(device=args.device, bf16=args.bf16, resume=False, track=False,
                           progress=False, workers=args.workers)
         trainer = Trainer(model_cfg, cfg, train, Path(tmp), opts)
+        if trainer.device.type == "cuda":  # as the training does before its loop
+            trainer.prefill_text_states()
         for stage, n in zip((1, 2, 3), stage_iterations(cfg)):
             if n == 0:
                 per_iter.append(0.0)

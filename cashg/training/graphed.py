@@ -5,16 +5,18 @@ from Python (issue "The GPU, used": the H200 busy 40 % of a profiled demo step).
 replays a whole captured sequence of kernels with one launch. What is captured is the bulk of
 the step, given its inputs (the padded batch and plan of :func:`cashg.training.packed.
 step_inputs`, the loss weights of this iteration as a tensor): zeroing the gradient, the
-forward, the losses, their weighted sum, the backward and the gradient clipping. Each
+forward, the losses, their weighted sum, the backward, the gradient clipping and the update
+(one fused AdamW kernel on the one flat parameter tensor, :mod:`cashg.training.flat_params`,
+capturable and with its rate a device tensor, :mod:`cashg.training.optimizer`), applied or
+skipped on the device (:mod:`cashg.training.readback`). Each
 distinct shape signature (:func:`cashg.training.tensor_tree.signature`; a few per stage
 under ``train.static_shapes``, :mod:`cashg.model.static_shapes`) is captured once, on its
 first step, after two warm-up runs whose effects (BatchNorm statistics, random state) are
-undone; later steps copy their inputs into that capture's static buffers and replay it.
-
-The optimizer's update (one fused AdamW kernel on the one flat parameter tensor,
-:mod:`cashg.training.flat_params`) runs after the replay, outside the graph: whether it runs
-at all is the host's decision (a non-finite step is skipped, :meth:`Trainer.train_step`), made
-on the values the step reads back anyway; inside the graph it would save one launch.
+undone and whose updates are held back; later steps copy their inputs into that capture's
+static buffers and replay it. The inputs that come from the host (the batch, its plan, the
+loss weights: all but the frozen text states looked up on the device) are held in one static
+buffer per capture and arrive in ONE copy of one pinned buffer, straight into it, not as
+some 70 copies of device tensors a step.
 
 The graph mechanics are a :class:`GraphBackend`: :class:`CudaGraphs` on a GPU, and
 :class:`Rerun` (a capture that reruns its function on every replay) where there is none, so
@@ -36,6 +38,7 @@ from typing import Any, Protocol
 
 import torch
 
+from cashg.model.device import host_to_all, pack, unpack
 from cashg.training.tensor_tree import leaves, rebuild, signature
 
 Body = Callable[..., torch.Tensor]
@@ -143,11 +146,27 @@ class Rerun:
 @dataclass
 class Capture:
     """One captured step: its static input tensors (``leaves`` order), its replay and its
-    static output."""
+    static output; ``host``: the positions of the inputs that come from the host, views of
+    ``buffer`` (one uint8 tensor on the device, laid out by :func:`~cashg.model.device.
+    pack`), filled by one copy a step."""
 
     inputs: list[torch.Tensor]
     replay: Callable[[], None]
     output: torch.Tensor
+    host: list[int]
+    buffer: torch.Tensor | None
+
+    def copy_in(self, tensors: list[torch.Tensor]) -> None:
+        """A step's input ``tensors`` (``leaves`` order, the capture's signature) into the
+        static buffers: the host ones packed and copied at once, the others one by one."""
+        if self.host:
+            pinned = self.buffer.device.type == "cuda"
+            packed, _ = pack([tensors[i] for i in self.host], pin=pinned)
+            self.buffer.copy_(packed, non_blocking=pinned)
+        on_host = set(self.host)
+        for i, (dst, src) in enumerate(zip(self.inputs, tensors)):
+            if i not in on_host:
+                dst.copy_(src)
 
 
 @dataclass
@@ -167,11 +186,15 @@ class GraphedStep:
 
     ``snapshot() -> state`` and ``restore(state)`` save and put back what a warm-up run
     changes besides its outputs (BatchNorm statistics, the random state); the body must
-    write nothing else that outlives it except gradients, which it zeroes itself."""
+    write nothing else that outlives it except gradients, which it zeroes itself. Inputs
+    on the host are moved to ``device`` (where the body runs) by the call: into a capture's
+    static buffer, or, for a body run eagerly, with :func:`~cashg.model.device.host_to_all`."""
 
     def __init__(self, body: Body, snapshot: Callable[[], Any],
-                 restore: Callable[[Any], None], backend: GraphBackend | None = None):
+                 restore: Callable[[Any], None], backend: GraphBackend | None = None,
+                 device: torch.device | str = "cpu"):
         self.body = body
+        self.device = torch.device(device)
         self.snapshot, self.restore = snapshot, restore
         self.backend = backend if backend is not None else CudaGraphs()
         self.captures: dict[tuple, Capture] = {}
@@ -188,7 +211,7 @@ class GraphedStep:
         differs from the last call's (a new stage, or a stage whose padded sizes grew), no
         earlier capture can be replayed again: they are freed (graphs and static buffers)."""
         if not self.active:
-            return self.body(*inputs)
+            return self._eager(inputs)
         if epoch != self.epoch:
             self.stats.freed += len(self.captures)
             self.captures.clear()
@@ -199,23 +222,38 @@ class GraphedStep:
             if cap is None:
                 cap = self._capture(key, inputs)
             else:
-                for dst, src in zip(cap.inputs, leaves(inputs)):
-                    dst.copy_(src)
+                cap.copy_in(leaves(inputs))
             cap.replay()
             self.stats.replays += 1
             return cap.output.clone()
         except Exception as exc:  # noqa: BLE001 - any capture failure: eager, loudly
             self._fail(exc)
-            return self.body(*inputs)
+            return self._eager(inputs)
+
+    def _eager(self, inputs: tuple) -> torch.Tensor:
+        """The body run on ``inputs`` moved to the device (no capture)."""
+        return self.body(*rebuild(inputs, host_to_all(leaves(inputs), self.device)))
 
     def _capture(self, key: tuple, inputs: tuple) -> Capture:
         start = time.perf_counter()
-        static = [x.clone() for x in leaves(inputs)]
+        tensors = leaves(inputs)
+        host = [i for i, x in enumerate(tensors) if x.device.type == "cpu"]
+        static = [x if i in host else x.clone() for i, x in enumerate(tensors)]
+        buffer = None
+        if host:  # the host inputs as views of one device buffer (Capture.copy_in)
+            packed, layout = pack([tensors[i] for i in host])
+            buffer = packed.to(self.device)
+            for i, x in zip(host, unpack(buffer, layout)):
+                static[i] = x
         args = rebuild(inputs, static)
         state = self.snapshot()
-        replay, output = self.backend.capture(lambda: self.body(*args),
-                                              lambda: self.restore(state))
-        cap = Capture(static, replay, output)
+        try:
+            replay, output = self.backend.capture(lambda: self.body(*args),
+                                                  lambda: self.restore(state))
+        except BaseException:
+            self.restore(state)  # a failure before the backend's own restore (a warm-up)
+            raise
+        cap = Capture(static, replay, output, host, buffer)
         self.captures[key] = cap
         self.stats.captures += 1
         self.stats.capture_s += time.perf_counter() - start

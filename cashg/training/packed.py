@@ -235,17 +235,21 @@ def host_step_inputs(model: torch.nn.Module, micro: list[tuple[str, CharSequence
 
 
 def place(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
-          sizes: tuple[int, ...], device: torch.device) -> tuple[CharSequenceBatch, StepPlan]:
+          sizes: tuple[int, ...], device: torch.device, move: bool = True
+          ) -> tuple[CharSequenceBatch, StepPlan]:
     """A host batch of micro-batches of ``sizes`` samples and its plan on ``device``: a
     static-shape plan's glyph views drawn (on the host, the step's one random draw before
     its forward), the frozen text states looked up in the model's caches (keyed by the
     host code points; :meth:`~cashg.model.cashg_model.CASHG.with_states`), every other
     tensor copied in one pinned buffer without blocking (:func:`~cashg.model.device.
-    host_to_all`; on the CPU, the same tensors)."""
+    host_to_all`; on the CPU, the same tensors). ``move=False``: every other tensor left on
+    the host (a replayed step copies them into its capture's buffer itself,
+    :class:`~cashg.training.graphed.GraphedStep`)."""
     net = getattr(model, "module", model)  # DDP wraps the model
     forward = plan.forward
     if forward.classes and forward.views is None:
         forward = replace(forward, views=net.style.draw_views(list(sizes), batch.pen.device))
     plan = replace(plan, forward=net.with_states(forward, batch, device))
-    moved = rebuild((batch, plan), host_to_all(leaves((batch, plan)), device))
-    return moved
+    if not move:
+        return batch, plan
+    return rebuild((batch, plan), host_to_all(leaves((batch, plan)), device))

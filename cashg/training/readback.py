@@ -3,10 +3,11 @@
 The eager step reads its logged losses and gradient norm to the host before the optimizer
 steps: whether they are finite decides, on the host, whether the step is applied. On a GPU that
 read waits for the whole step, so the host cannot queue the next one while the device works.
-A replayed step (``train.cuda_graphs``) instead decides on the device: ``skipped`` is a device
-scalar (1 when a loss or the norm is not finite), fused AdamW takes it as ``found_inf`` and
-leaves parameters, moments and step count as they are, the BatchNorm statistics are put back
-with ``where``, and the weight average moves by nothing (:meth:`WeightAverage.update`). The
+A replayed step (``train.cuda_graphs``) instead decides on the device, inside the captured
+step (:meth:`cashg.training.trainer.Trainer._graph_body`): ``skipped`` is a device scalar (1
+when a loss or the norm is not finite), fused AdamW takes it as ``found_inf`` and leaves
+parameters, moments and step count as they are, the BatchNorm statistics are put back with
+``where``, and the weight average moves by nothing (:meth:`WeightAverage.update`). The
 values travel to pinned host memory without blocking; :class:`PendingStep` reads them when
 the loop asks, after the next step has been queued. The update is the eager step's, bit for
 bit, on every device (tests/test_graphed_step.py).

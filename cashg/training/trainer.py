@@ -17,7 +17,8 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
    after more than ``max_nonfinite_steps`` consecutive skips the run stops without writing a
    checkpoint (the last good one stays the latest). A replayed step (``train.cuda_graphs``)
    makes that decision on the device and is read back after the next step is queued
-   (:mod:`cashg.training.readback`), except where the loop logs, evaluates or checkpoints.
+   (:mod:`cashg.training.readback`), except where the loop evaluates or checkpoints: a log
+   interval that ends on such a step is logged when it is read back, one step late.
 
 Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
 ``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end. Evaluation every ``eval_interval``
@@ -78,6 +79,12 @@ from cashg.training.init import (
     offset_scale,
     position_scale,
 )
+from cashg.training.optimizer import (
+    flat_adamw,
+    load_optimizer_state,
+    optimizer_state,
+    set_learning_rate,
+)
 from cashg.training.packed import (
     host_step_inputs,
     packed_losses,
@@ -137,6 +144,31 @@ class TrainResult:
     last_metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
     config_hash: str = ""
+    loop: dict = field(default_factory=dict)  # LoopClock.summary()
+
+
+@dataclass
+class LoopClock:
+    """Where this session's loop spent its time: per curriculum stage, the iterations and
+    the wall seconds from one iteration's start to the next one's (the step, the host's
+    share, the batches' wait, logging), and apart from them the evaluations, sample
+    pictures and checkpoints. Its iterations per second are the rate a schedule fit
+    (:mod:`cashg.training.fit_schedule`) and a step benchmark are held to."""
+
+    stages: dict[int, list[float]] = field(default_factory=dict)  # stage -> [iterations, s]
+    side_seconds: float = 0.0
+
+    def add(self, stage: int, seconds: float) -> None:
+        cell = self.stages.setdefault(stage, [0, 0.0])
+        cell[0] += 1
+        cell[1] += seconds
+
+    def summary(self) -> dict:
+        out: dict = {f"stage{k}": {"iterations": int(n), "seconds": round(sec, 3),
+                                   "it_per_s": round(n / sec, 3) if sec > 0 else None}
+                     for k, (n, sec) in sorted(self.stages.items())}
+        out["evaluation_and_checkpoint_seconds"] = round(self.side_seconds, 3)
+        return out
 
 
 LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
@@ -239,9 +271,6 @@ class Trainer:
         self.checked_stages: set[int] = set()  # stages whose first step checked unused params
         self.ddp = (DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                         else None) if self.dist.distributed else None)
-        self.opt = torch.optim.AdamW([self.flat.flat], lr=cfg.lr, betas=tuple(cfg.betas),
-                                     weight_decay=cfg.weight_decay,
-                                     fused=True)  # one kernel per step, CPU and CUDA alike
         self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if opts.bf16
                     else contextlib.nullcontext())
         self.step_fn = make_step(cfg.compile, cfg.compile_mode)  # train.compile
@@ -249,8 +278,13 @@ class Trainer:
         self.shapes = ShapeLadder() if (cfg.static_shapes or cfg.cuda_graphs) else None
         # train.cuda_graphs: the step captured per shape and replayed (eager where it fails)
         self.graphed = (GraphedStep(self._graph_body, self._warmup_state,
-                                    self._restore_warmup_state)
+                                    self._restore_warmup_state, device=self.device)
                         if cfg.cuda_graphs and not self.dist.distributed else None)
+        # one fused kernel per step, CPU and CUDA alike; inside the replayed step when there
+        # is one (cashg.training.optimizer)
+        self.opt = flat_adamw(self.flat.flat, cfg, in_graph=self.graphed is not None)
+        # 1 while a capture's warm-ups run: their updates are skipped on the device
+        self._hold = torch.zeros((), device=self.device)
         if cfg.cuda_graphs and self.dist.distributed:
             warnings.warn("train.cuda_graphs: not with several processes (DDP's gradient "
                           "hooks are not captured here); the eager step trains",
@@ -271,13 +305,17 @@ class Trainer:
         self.deferred_steps = 0  # replayed steps applied on the device, read back a step later
 
     def _warmup_state(self) -> tuple:
-        """What a capture's warm-up runs change besides gradients: BatchNorm statistics and
-        the random state (dropout, glyph views), put back by :meth:`_restore_warmup_state`."""
+        """What a capture's warm-up runs would change besides gradients: BatchNorm statistics
+        and the random state (dropout, glyph views), put back by
+        :meth:`_restore_warmup_state`; the update they would apply is held (skipped on the
+        device, :meth:`_graph_body`) until then."""
+        self._hold.fill_(1.0)
         return self.flat_buffers.snapshot(), ck.rng_state()
 
     def _restore_warmup_state(self, state: tuple) -> None:
         self.flat_buffers.restore(state[0])
         ck.set_rng_state(state[1])
+        self._hold.fill_(0.0)
 
     # ------------------------------------------------------------------ checkpoints
     def restore(self) -> Path | None:
@@ -305,7 +343,7 @@ class Trainer:
             except (KeyError, ValueError) as exc:
                 raise ck.CheckpointError(f"{latest}: weight average: {exc}") from exc
         try:
-            self.opt.load_state_dict(flat_state(extra["optimizer"], self.flat.placement))
+            load_optimizer_state(self.opt, flat_state(extra["optimizer"], self.flat.placement))
         except ValueError as exc:
             raise ck.CheckpointError(f"{latest}: optimizer state: {exc}") from exc
         self.iteration = int(extra["iteration"])
@@ -343,7 +381,7 @@ class Trainer:
         return {
             "kind": ck.KIND, "config_hash": self.hash, "params": self.params,
             "char_inventory": self.char_inventory, "iteration": self.iteration,
-            "optimizer": per_parameter_state(self.opt.state_dict(), self.flat.placement),
+            "optimizer": per_parameter_state(optimizer_state(self.opt), self.flat.placement),
             "scheduler": {"kind": "pure-function-of-iteration", "iteration": self.iteration,
                           "lr": learning_rate(max(self.iteration - 1, 0), self.cfg)},
             "best_val": self.best_val, "nonfinite_run": self.nonfinite_run,
@@ -393,19 +431,13 @@ class Trainer:
         :class:`PendingStep` instead, read later with :meth:`finish_step` (nothing in the
         step waits for the device; :mod:`cashg.training.readback`)."""
         cfg = self.cfg
-        for g in self.opt.param_groups:
-            g["lr"] = learning_rate(t, cfg)
+        set_learning_rate(self.opt, learning_rate(t, cfg))
         # the micro-batches stay on the host: the step's plan is built there and moves with
         # them in pinned, non-blocking copies (cashg.training.packed.step_inputs)
         micro, weights, vdl_on = self._micro(t, batches)
-        if self.device.type == "cuda":  # one asynchronous copy
-            weights = weights.pin_memory()
-        coef = weights.to(self.device, non_blocking=True)
         stage = curriculum_stage(t, cfg)
         watch = self.flat.watch() if stage not in self.checked_stages else None
         self.model.train()
-        self.flat.zero_grad()
-        buffers = self.flat_buffers.snapshot()  # BN statistics, restored if the step is skipped
         net = self.ddp if self.ddp is not None else self.model
         # static shapes serve the replayed step: once capturing has failed, the plain packed
         # step (padding would only cost time)
@@ -420,23 +452,21 @@ class Trainer:
                 batch, plan, key = host_step_inputs(net, micro, cfg, vdl_on, shapes)
                 # a step padded to grown sizes never meets the captures of the old ones again
                 epoch = (stage, self.shapes.stage_sizes(stage))
-            with self.amp:
-                batch, plan = place(net, batch, plan, key[0], self.device)
-            out = self.graphed(batch, plan, key, coef, epoch=epoch)  # (K,) see _graph_body
-            names = logged_names(*key[1:])
-            sums = dict(zip(["train/total", *names], out[:-1]))
-            grad_norm = out[-1]
+            with self.amp:  # the host tensors stay there: the replay copies them in at once
+                batch, plan = place(net, batch, plan, key[0], self.device, move=False)
+            # (K + 2,) see _graph_body: the update already applied or skipped on the device
+            out = self.graphed(batch, plan, key, weights, epoch=epoch)
             if upcoming is not None and self.graphed.active:
                 self._build_ahead(upcoming)
-        else:
-            defer = False
-            sums, grad_norm = self._eager_step(t, net, micro, coef, vdl_on, shapes, watch,
-                                               stage)
-        n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
-        extra = {"train/lr": learning_rate(t, cfg), "train/stage": stage,
-                 "samples": n_samples * self.dist.world}
-        if defer and (self.ema is None or self.ema.started or t + 1 < self.ema.start):
-            return self._apply_on_device(t, sums, grad_norm, buffers, extra)
+            return self._replayed(t, out, ["train/total", *logged_names(*key[1:])],
+                                  self._extra_metrics(t, micro, stage), defer)
+        if self.device.type == "cuda":  # one asynchronous copy
+            weights = weights.pin_memory()
+        coef = weights.to(self.device, non_blocking=True)
+        self.flat.zero_grad()
+        buffers = self.flat_buffers.snapshot()  # BN statistics, restored if the step is skipped
+        sums, grad_norm = self._eager_step(t, net, micro, coef, vdl_on, shapes, watch, stage)
+        extra = self._extra_metrics(t, micro, stage)
         # one device-to-host transfer per step (no sync inside the micro-batch loop)
         names = list(sums)
         values = torch.stack([torch.as_tensor(sums[k], device=self.device).float()
@@ -459,19 +489,30 @@ class Trainer:
                 "train/grad_norm": gn, "train/nonfinite_skipped": float(skipped),
                 "samples": extra["samples"]}
 
-    def _apply_on_device(self, t: int, sums: dict[str, torch.Tensor], grad_norm: torch.Tensor,
-                         buffers: list[torch.Tensor], extra: dict) -> PendingStep:
-        """The update of a replayed step, applied or skipped on the device (the eager step's
-        decision, made without reading anything back): see :mod:`cashg.training.readback`."""
-        names = list(sums)
-        values = torch.stack([sums[k].float() for k in names] + [grad_norm.float()])  # (K+1,)
-        skipped = device_skip_flag(values)  # ()
-        optimizer_step_unless(self.opt, skipped)
-        self.flat_buffers.restore_where(skipped, buffers)
-        if self.ema is not None:
-            self.ema.update(t + 1, self.flat, self.flat_buffers, skipped=skipped)
-        self.deferred_steps += 1
-        return PendingStep.start(t, names, values, skipped, extra)
+    def _extra_metrics(self, t: int, micro: list[tuple[str, CharSequenceBatch]],
+                       stage: int) -> dict:
+        n_samples = sum(int(b.writer_ids.shape[0]) for _, b in micro)
+        return {"train/lr": learning_rate(t, self.cfg), "train/stage": stage,
+                "samples": n_samples * self.dist.world}
+
+    def _replayed(self, t: int, out: torch.Tensor, names: list[str], extra: dict,
+                  defer: bool) -> dict | PendingStep:
+        """A replayed step's outcome from its output ``out`` (K + 2,) (``names``' values,
+        the gradient norm, the skip flag; the update is done): moves the weight average,
+        and reads the values back now, or (``defer``) one step later (a
+        :class:`PendingStep`; :mod:`cashg.training.readback`). A step at which the weight
+        average starts is read now: the average starts from the host's count."""
+        values, skipped = out[:-1], out[-1]  # (K + 1,) ()
+        if defer and (self.ema is None or self.ema.started or t + 1 < self.ema.start):
+            if self.ema is not None:
+                self.ema.update(t + 1, self.flat, self.flat_buffers, skipped=skipped)
+            self.deferred_steps += 1
+            return PendingStep.start(t, names, values, skipped, extra)
+        host = out.tolist()
+        nonfinite = host[-1] > 0
+        if not nonfinite and self.ema is not None:
+            self.ema.update(t + 1, self.flat, self.flat_buffers)
+        return self._metrics(dict(zip(names, host[:-2])), host[-2], nonfinite, extra)
 
     def finish_step(self, pending: PendingStep) -> dict:
         """A deferred step's metrics, as :meth:`train_step` would have returned them; counts
@@ -527,9 +568,26 @@ class Trainer:
 
     def _graph_body(self, batch: CharSequenceBatch, plan, key, coef: torch.Tensor
                     ) -> torch.Tensor:
-        """What ``train.cuda_graphs`` captures (:mod:`cashg.training.graphed`): the gradient
-        zeroed, the step's losses, their sum weighted by ``coef`` (:func:`weighted_total`),
-        the backward and the clipping. (K,): ``[total, *logged_names(...), grad norm]``."""
+        """What ``train.cuda_graphs`` captures (:mod:`cashg.training.graphed`): the whole
+        step, its update included, so that a replay is one launch and nothing waits for the
+        host. :meth:`_graph_losses`, then the eager step's decision made on the device
+        (:mod:`cashg.training.readback`): ``skipped`` is 1 when a value is not finite (or a
+        capture's warm-up runs, ``_hold``); the fused AdamW (capturable, its rate a device
+        tensor: :mod:`cashg.training.optimizer`) then leaves parameters, moments and step
+        count as they are, and the BatchNorm statistics are put back.
+        (K + 2,): ``[total, *logged_names(...), grad norm, skipped]``."""
+        saved = self.flat_buffers.snapshot()
+        values = self._graph_losses(batch, plan, key, coef)  # (K + 1,)
+        skipped = torch.maximum(device_skip_flag(values), self._hold)  # ()
+        optimizer_step_unless(self.opt, skipped)
+        self.flat_buffers.restore_where(skipped, saved)
+        return torch.cat([values.float(), skipped.reshape(1)])
+
+    def _graph_losses(self, batch: CharSequenceBatch, plan, key, coef: torch.Tensor
+                      ) -> torch.Tensor:
+        """The gradient zeroed, the step's losses, their sum weighted by ``coef``
+        (:func:`weighted_total`), the backward and the clipping.
+        (K + 1,): ``[total, *logged_names(...), grad norm]``."""
         sizes, use_vdl, streams = key
         net = self.ddp if self.ddp is not None else self.model
         self.flat.zero_grad()
@@ -561,6 +619,18 @@ class Trainer:
                                "flat-parameter optimizer needs every trainable parameter in "
                                "every stage (freeze them, or remove them from the model)")
         self.checked_stages.add(stage)
+
+    def prefill_text_states(self) -> int:
+        """The frozen text backbone's states of every text the training's batches can hold
+        (:meth:`~cashg.training.data.BatchSource.texts`), computed before the loop
+        (:meth:`~cashg.model.text_encoder.CharacterContextEncoder.prefill`): on a GPU the backbone
+        would otherwise run, eagerly and with host synchronisations, inside the first step
+        that meets each text (the paper profile's CANINE-c, at every new sentence). The
+        same values either way. Returns the number of texts."""
+        texts = self.source.texts()
+        with torch.no_grad(), self.amp:
+            self.model.text.prefill(texts, self.device)
+        return len(texts)
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -623,10 +693,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def _acts_after(self, iteration: int) -> bool:
-        """Whether the loop logs, evaluates, checkpoints or ends once ``iteration``
-        iterations are done (then that step is read back before the loop goes on)."""
+        """Whether the loop evaluates, checkpoints or ends once ``iteration`` iterations are
+        done (then that step is read back before the loop goes on). Logging is not among
+        them: an interval that ends on a deferred step is logged when that step is read
+        back, one step later, with the same values at the same step number."""
         cfg, stop_after = self.cfg, self.opts.stop_after
-        return (iteration % cfg.log_interval == 0 or iteration % cfg.eval_interval == 0
+        return (iteration % cfg.eval_interval == 0
                 or iteration % cfg.checkpoint_interval == 0 or iteration >= cfg.total_iters
                 or (stop_after is not None and iteration >= stop_after))
 
@@ -638,6 +710,11 @@ class Trainer:
         t0 = time.perf_counter()
         self.restore()
         start = self.iteration
+        if self.device.type == "cuda" and start < cfg.total_iters:
+            began = time.perf_counter()
+            n = self.prefill_text_states()
+            print(f"[train] text states of {n} texts computed before the loop in "
+                  f"{time.perf_counter() - began:.1f} s", file=sys.stderr)
         tracker = self._start_tracking()
         old_handler = None
         try:
@@ -655,6 +732,8 @@ class Trainer:
 
             bar = tqdm(total=cfg.total_iters, initial=start, desc="train", unit="it",
                        file=sys.stderr, mininterval=2.0)
+        clock = LoopClock()
+        mark, side, stage_of_last = time.perf_counter(), 0.0, None
         try:
             pending: PendingStep | None = None  # a replayed step not read back yet
             m: dict = {}  # the latest step's metrics
@@ -681,10 +760,31 @@ class Trainer:
                 if m["train/nonfinite_skipped"]:
                     print(f"[train] iteration {t}: non-finite loss or gradient, step skipped",
                           file=sys.stderr)
+                if (t + 1) % cfg.log_interval == 0 or t + 1 == cfg.total_iters:
+                    log_interval(t + 1)
                 return True
+
+            def log_interval(step: int) -> None:
+                """The interval that ends with ``step`` iterations done, logged at ``step``
+                (when its last step is read back: at once, or one step late)."""
+                nonlocal last, tick, samples
+                now = time.perf_counter()
+                last = {k: float(np.mean(v)) for k, v in window.items()}
+                last["train/samples_per_sec"] = samples / max(now - tick, 1e-9)
+                last["train/lr"] = m["train/lr"]
+                last["train/stage"] = m["train/stage"]
+                last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
+                last = dd.mean_over_ranks(last, self.device)
+                self._log(tracker, step, last)
+                window.clear()
+                tick, samples = now, 0
 
             for t, batches, upcoming in with_upcoming(
                     iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
+                now = time.perf_counter()
+                if stage_of_last is not None:
+                    clock.add(stage_of_last, now - mark - side)
+                mark, side, stage_of_last = now, 0.0, curriculum_stage(t, cfg)
                 # a replayed step is read back after the next one is queued, unless the
                 # loop acts on this iteration's state (log, evaluation, checkpoint, end)
                 step = self.train_step(t, batches, upcoming,
@@ -710,17 +810,7 @@ class Trainer:
                         break
                     pending = None
                 done = self.iteration == cfg.total_iters
-                if self.iteration % cfg.log_interval == 0 or done:
-                    now = time.perf_counter()
-                    last = {k: float(np.mean(v)) for k, v in window.items()}
-                    last["train/samples_per_sec"] = samples / max(now - tick, 1e-9)
-                    last["train/lr"] = m["train/lr"]
-                    last["train/stage"] = m["train/stage"]
-                    last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
-                    last = dd.mean_over_ranks(last, self.device)
-                    self._log(tracker, self.iteration, last)
-                    window.clear()
-                    tick, samples = now, 0
+                side_start = time.perf_counter()
                 is_best = False
                 if self.iteration % cfg.eval_interval == 0 or done:
                     val = self.evaluate()
@@ -737,6 +827,9 @@ class Trainer:
                     self.save_checkpoint(best=is_best)
                 elif is_best:
                     self.save_best()
+                spent = time.perf_counter() - side_start
+                side += spent
+                clock.side_seconds += spent
                 if stop or (sliced and not done):
                     status = "interrupted"
                     if stop:
@@ -750,13 +843,15 @@ class Trainer:
                           " to resume", file=sys.stderr)
                     break
         finally:
+            if stage_of_last is not None:
+                clock.add(stage_of_last, time.perf_counter() - mark - side)
             if bar is not None:
                 bar.close()
             tracker.close()
             if old_handler is not None:
                 signal.signal(signal.SIGTERM, old_handler)
         return TrainResult(status, self.iteration, self.run_dir, self.best_val, history, last,
-                           time.perf_counter() - t0, self.hash)
+                           time.perf_counter() - t0, self.hash, clock.summary())
 
 
 def with_upcoming(loader: Iterable[tuple[int, dict]]

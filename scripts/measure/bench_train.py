@@ -9,7 +9,8 @@
 ``paper``: the ModelConfig defaults (hidden 512, 8 heads, K = 20, ResNet18 style encoder) with
 a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
 no download is possible offline) and the TrainConfig defaults (batches 64 / 64 / 16 x 4).
-``demo``: the ``model`` and ``train`` sections of params.yaml. Batches are synthetic with
+``demo``: the ``model`` and ``train`` sections of params.yaml; ``gpu``: those of
+params.gpu.yaml (the GPU profile's batches). Batches are synthetic with
 realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence windows of
 ``sentence_max_chars`` (or 40) characters with words of 3-7 letters and two-point spaces,
 ``model.style_refs`` 64 x 64 references per sample. ``--set section.key=value`` (repeatable)
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 from cashg.core.config.model import ModelConfig, TrainConfig
-from cashg.core.params import ParamsError, build, load_section
+from cashg.core.params import DEFAULT_PARAMS, ParamsError, build, load_section
 from cashg.model.batch import SequenceSample, collate
 from cashg.training.checkpoint import as_plain
 from cashg.training.cli import apply_overrides
@@ -113,7 +114,8 @@ def load_profile(profile: str, overrides: list[str] = ()) -> tuple[ModelConfig, 
     if profile == "paper":
         model_cfg, cfg = ModelConfig(text_backbone="random-canine"), TrainConfig()
     else:
-        model_cfg, cfg = load_section("model"), load_section("train")
+        path = "params.gpu.yaml" if profile == "gpu" else DEFAULT_PARAMS
+        model_cfg, cfg = load_section("model", path), load_section("train", path)
     if not overrides:
         return model_cfg, cfg
     raw = apply_overrides({"model": {}, "train": {}}, list(overrides))
@@ -135,7 +137,7 @@ def make_trainer(model_cfg, cfg, device: str) -> Trainer:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", choices=("paper", "demo"), default="demo")
+    ap.add_argument("--profile", choices=("paper", "demo", "gpu"), default="demo")
     ap.add_argument("--iters", type=int, default=5, help="timed iterations per stage")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     ap.add_argument("--threads", type=int, default=None)
