@@ -679,15 +679,19 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         parts.append(recognizer_markdown(rec_rows))
 
     parts += ["## Training", "", "| experiment | iterations | device | wall time (s) |"
-              " final train total | best val total |", "|:--|--:|:--|--:|--:|--:|"]
+              " iterations per second, stages 1 / 2 / 3 | final train total | best val total |",
+              "|:--|--:|:--|--:|--:|--:|--:|"]
     for exp in dict.fromkeys((*table2, *ablation, *experiments)):
         summary = _read_json(results / "train" / exp / "train_summary.json")
         if summary is None:
             continue
         final = summary.get("final_metrics", {})
+        loop = summary.get("loop", {})  # this session's loop (cashg.training.trainer.LoopClock)
+        rates = " / ".join(format_value((loop.get(f"stage{k}") or {}).get("it_per_s"), 1)
+                           for k in (1, 2, 3))
         parts.append(
             f"| {exp} | {summary.get('iterations', '--')} | {summary.get('device', '--')} |"
-            f" {format_value(summary.get('seconds_this_session'), 0)} |"
+            f" {format_value(summary.get('seconds_this_session'), 0)} | {rates} |"
             f" {format_value(final.get('train/total'))} |"
             f" {format_value(summary.get('best_val_total'))} |"
         )

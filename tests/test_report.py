@@ -33,14 +33,17 @@ def test_report_reads_stage_outputs(tmp_path):
     (results / "train" / "dsd").mkdir(parents=True)
     (results / "train" / "dsd" / "train_summary.json").write_text(json.dumps(
         {"iterations": 12, "device": "cpu", "seconds_this_session": 3.0,
-         "final_metrics": {"train/total": -1.5}, "best_val_total": -2.0}))
+         "final_metrics": {"train/total": -1.5}, "best_val_total": -2.0,
+         "loop": {"stage1": {"iterations": 8, "seconds": 0.5, "it_per_s": 16.0},
+                  "stage3": {"iterations": 4, "seconds": 2.0, "it_per_s": 2.0},
+                  "evaluation_and_checkpoint_seconds": 0.5}}))
     text = _report(results, tmp_path / "report", *TABLE2)
     assert (tmp_path / "report" / "report.md").read_text() == text
     assert "| dsd | CASHG (this run) | 0.11 | 0.90 | -- | 0.50 | 0.25 | 10.00 | 0.01 |" in text
     assert "| dsd | GT, perturbed copy | 0.44 |" in text
     assert "| On | Off | 0.33 |" in text  # merged-no_gate row of the ablation table
     assert "| Off | Off | -- |" in text  # not run: shown as missing, never as zero
-    assert "| dsd | 12 | cpu | 3 | -1.50 | -2.00 |" in text
+    assert "| dsd | 12 | cpu | 3 | 16.0 / -- / 2.0 | -1.50 | -2.00 |" in text
     assert "results/evaluate/deepwriting/metrics.json" in text  # listed as not available
     assert "ground truth has no cursive (CursiveEOC) boundary" in text  # what `--` means
     assert "exclusions.json" in text  # the DeepWriting exclusions, the same for every row
