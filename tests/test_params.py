@@ -224,10 +224,11 @@ def test_profiles_set_one_number_of_style_references(repo_root):
         assert not {f.name for f in dataclasses.fields(cls)} & {"style_refs", "n_refs"}
 
 
-def test_gpu_profile_is_the_default_with_a_longer_training(repo_root):
+def test_gpu_profile_is_the_default_with_a_training_sized_for_a_gpu(repo_root):
     """params.gpu.yaml differs from params.yaml only in the train and train_budget sections
-    (it cannot drift from the default run), and both of its schedules are valid curricula
-    that train longer than the demo's."""
+    (it cannot drift from the default run), both of its schedules are valid curricula that
+    train longer than the demo's, on more samples a step, with the demo's measured
+    augmentation, and on texts its loop can compute beforehand (no per-batch crop)."""
     import yaml
 
     from cashg.training.schedules import check_schedule
@@ -241,5 +242,9 @@ def test_gpu_profile_is_the_default_with_a_longer_training(repo_root):
     for cfg in (gpu["train"], short):
         check_schedule(cfg)
     assert gpu["train"].total_iters > demo["train"].total_iters
+    g, d = gpu["train"], demo["train"]
+    assert (g.batch_char, g.batch_bigram) > (d.batch_char, d.batch_bigram)
+    assert g.batch_sentence * g.sentence_accum > d.batch_sentence * d.sentence_accum
+    assert g.augment_shear == d.augment_shear > 0 and g.sentence_max_chars == 0
     assert short.total_iters > dataclasses.replace(
         demo["train"], **demo["train_budget"].schedule.changes()).total_iters
