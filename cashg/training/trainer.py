@@ -786,7 +786,7 @@ class Trainer:
                     clock.add(stage_of_last, now - mark - side)
                 mark, side, stage_of_last = now, 0.0, curriculum_stage(t, cfg)
                 # a replayed step is read back after the next one is queued, unless the
-                # loop acts on this iteration's state (log, evaluation, checkpoint, end)
+                # loop acts on this iteration's state (evaluation, checkpoint, end)
                 step = self.train_step(t, batches, upcoming,
                                        defer=not self._acts_after(t + 1))
                 self.iteration = t + 1
