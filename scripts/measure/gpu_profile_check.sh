@@ -7,7 +7,8 @@
 # stage 3 replayed, the paper profile's stage 3 replayed in bf16; last a table of the loop's
 # rate against the benchmark's (scripts/measure/gpu_profile_summary.py).
 #
-#   device run, carry ["results/subsets/dsd"], timeout_s 600:
+#   device run, carry ["results/subsets/dsd"] (36 MB for the demo; `snakemake --cores all
+#   subsets__dsd` builds it), timeout_s 600:
 #       bash scripts/measure/gpu_profile_check.sh
 #   smoke test without a GPU (minutes on 2 cores; the graphs fall back to eager):
 #       DEVICE=cpu TRAIN_SECONDS=150 DEADLINE=120 ITERS=2 \
