@@ -4,8 +4,9 @@
 # training (scripts/gpu_train.sh dsd: the model to score back on the CPU machine, and the
 # loop's own rate per stage in its train_summary.json), then the step benchmarks the goals
 # name, each under its own limit inside DEADLINE: the GPU profile's stages 1-3 and the demo's
-# stage 3 replayed, the paper profile's stage 3 replayed in bf16; last a table of the loop's
-# rate against the benchmark's (scripts/measure/gpu_profile_summary.py).
+# stage 3 replayed, the paper profile's stage 3 replayed in bf16, the GPU profile with 8 style
+# references (what they cost, while time is left); last a table of the loop's rate against
+# the benchmark's (scripts/measure/gpu_profile_summary.py).
 #
 #   device run, carry ["results/subsets/dsd"] (36 MB for the demo; `snakemake --cores all
 #   subsets__dsd` builds it), timeout_s 600:
@@ -54,6 +55,8 @@ piece() {  # piece NAME SECONDS ARGS...: one bench_train.py run under what is le
 piece gpu 75 --profile gpu --cuda-graphs --iters "$it"
 piece demo 40 --profile demo --cuda-graphs --stages 3 --iters "$it"
 piece paper-bf16 60 --profile paper --cuda-graphs --bf16 --stages 3 --iters $((it < 8 ? it : 8))
+# what 8 style references (the demo's 4; the paper's 15) would cost the GPU profile's step
+piece gpu-refs8 45 --profile gpu --cuda-graphs --stages 1,3 --iters "$it" --set model.style_refs=8
 
 echo "=== summary" | tee -a "$log"
 "$py" scripts/measure/gpu_profile_summary.py "$log" "$out/train/dsd/train_summary.json" \
