@@ -33,7 +33,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -155,6 +155,11 @@ class Capture:
     output: torch.Tensor
     host: list[int]
     buffer: torch.Tensor | None
+    on_device: list[int] = field(init=False)  # the other inputs' positions, copied one by one
+
+    def __post_init__(self) -> None:
+        host = set(self.host)
+        self.on_device = [i for i in range(len(self.inputs)) if i not in host]
 
     def copy_in(self, tensors: list[torch.Tensor]) -> None:
         """A step's input ``tensors`` (``leaves`` order, the capture's signature) into the
@@ -163,10 +168,8 @@ class Capture:
             pinned = self.buffer.device.type == "cuda"
             packed, _ = pack([tensors[i] for i in self.host], pin=pinned)
             self.buffer.copy_(packed, non_blocking=pinned)
-        on_host = set(self.host)
-        for i, (dst, src) in enumerate(zip(self.inputs, tensors)):
-            if i not in on_host:
-                dst.copy_(src)
+        for i in self.on_device:
+            self.inputs[i].copy_(tensors[i])
 
 
 @dataclass
