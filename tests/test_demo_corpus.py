@@ -18,8 +18,16 @@ from lxml import etree
 from cashg.core.config.data import DemoConfig
 from preprocessing.demo import brush_writer as bw
 from preprocessing.demo.corpus import DEFECTS_FILE, SPLIT_FILES, generate_demo_corpus
+from preprocessing.demo.glyphs import (
+    CURSIVE_FAMILIES,
+    PRINT_FAMILIES,
+    load_family,
+    load_font,
+    retraced_share,
+    retraces,
+)
 from preprocessing.demo.render import render_line
-from preprocessing.demo.text import compose_sentence, glyph_lines
+from preprocessing.demo.text import CORPUS_CHARACTERS, compose_sentence, glyph_lines
 from preprocessing.demo.writers import sample_style
 
 TINY = DemoConfig(seed=7, writers_per_layout=5, sentences_per_writer=8, lines_per_form_min=3,
@@ -222,6 +230,27 @@ def test_brush_has_isolated_glyph_lines(corpus):
         chars = label.argmax(axis=1)
         assert all(len(set(chars[stroke == k])) == 1 for k in np.unique(stroke))
     assert set("".join(glyph_lines(3)).replace(" ", "")) >= set("abcdefghijklmnopqrstuvwxyz")
+
+
+def test_no_demo_glyph_retraces_itself():
+    """Every family draws every character the corpus writes as a hand would: no stroke laid
+    over another (a digit gone over four times has no natural end to learn)."""
+    for family in CURSIVE_FAMILIES + PRINT_FAMILIES:
+        font = load_family(family)
+        retraced = {c: round(retraced_share(font[c].strokes + font[c].marks), 2)
+                    for c in sorted(CORPUS_CHARACTERS) if retraces(font[c])}
+        assert not retraced, (family, retraced)
+
+
+def test_retrace_measure_finds_the_thickened_script_digits():
+    raw = load_font("scripts")
+    assert all(retraces(raw[d]) for d in "0123456789")
+    assert len(raw["8"].strokes) > 3 and retraced_share(raw["8"].strokes) > 0.9
+    kept = load_family("scripts")
+    assert all(len(kept[d].strokes) <= 2 for d in "0123456789")
+    assert kept["A"] is raw["A"] and kept["g"] is raw["g"]  # the family's own letters stay
+    h = load_font("futural")["H"]  # strokes that only meet at a junction share little path
+    assert retraced_share(h.strokes) < 0.15 and retraced_share(h.strokes[:1]) == 0.0
 
 
 def test_refuses_foreign_pickles():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import torch
 from cashg.core.config.model import ModelConfig
 from cashg.model import CASHG, char_deltas, collate, count_parameters
 from cashg.model.checkpoint import CheckpointError, load_model, save_model_checkpoint
-from cashg.model.decoder import char_positions, stroke_indices
+from cashg.model.decoder import char_positions, count_feature, point_counts, stroke_indices
 from cashg.model.gmm_head import RHO_LIMIT, mixture_from_raw
 from cashg.model.presets import TINY, synthetic_sample, with_changes
 from cashg.model.rope import RotaryEmbedding
@@ -288,6 +289,29 @@ def test_stroke_index_changes_the_tokens_only_where_on():
         a, b = on.embed_chars(deltas, pen, mask), off.embed_chars(deltas, pen, mask)
     torch.testing.assert_close(a[..., :2, :], b[..., :2, :])
     assert not torch.allclose(a[..., 2:, :], b[..., 2:, :])
+
+
+def test_point_count_is_each_points_index_in_its_character_on_a_log_scale():
+    """``model.point_count``: point t of every character reads log(1 + t) / log(101), the
+    same in teacher forcing and in the sampler's one-point form, growing past the cap."""
+    deltas = torch.randn(2, 3, 6, 2)  # (B, S, T, 2)
+    counts = point_counts(deltas)  # (B, S, T, 1)
+    want = torch.log1p(torch.arange(6.0)) / math.log1p(100.0)
+    assert counts.shape == (2, 3, 6, 1)
+    torch.testing.assert_close(counts[1, 2, :, 0], want)
+    torch.testing.assert_close(count_feature(torch.tensor([0, 5, 100, 200]), torch.float32)[:, 0],
+                               torch.log1p(torch.tensor([0.0, 5, 100, 200])) / math.log1p(100.0))
+    torch.manual_seed(0)
+    on = CASHG(with_changes(TINY, point_count=True)).decoder
+    assert on.point_inputs[-1] and CASHG(TINY).decoder.point_count is None
+    pen = torch.zeros(2, 3, 6, dtype=torch.long)
+    mask = torch.ones(2, 3, 6, dtype=torch.bool)
+    with torch.no_grad():
+        a = on.embed_chars(deltas, pen, mask)
+        on.point_count.weight.zero_()
+        b = on.embed_chars(deltas, pen, mask)
+    torch.testing.assert_close(a[..., 0, :], b[..., 0, :])  # the first point's count is 0
+    assert not torch.allclose(a[..., 1:, :], b[..., 1:, :])
 
 
 def test_char_positions_are_relative_to_the_first_point():

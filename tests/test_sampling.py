@@ -329,6 +329,7 @@ def test_rows_progress_independently(use_cache):
     (False, False, True, {}),
     (True, True, True, {"char_extent": True, "line_position": True}),
     (True, True, True, {"char_extent": True, "stroke_index": True}),
+    (True, True, True, {"stroke_index": True, "point_count": True}),
     (False, True, False, {"char_extent": True}),
     (False, False, False, {"line_position": True})])
 def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, every, placement):
@@ -342,7 +343,8 @@ def test_greedy_samples_are_the_teacher_forced_modes(point_position, bi_swt, eve
                            identity_every_token=every, **placement)).eval()
     if placement:  # inputs strong enough that a wrong extent or height changes the points
         with torch.no_grad():
-            for layer in (m.decoder.point_extent, m.decoder.line_pos, m.decoder.point_stroke):
+            for layer in (m.decoder.point_extent, m.decoder.line_pos, m.decoder.point_stroke,
+                          m.decoder.point_count):
                 if layer is not None:
                     layer.weight.mul_(30.0)
     with torch.no_grad():

@@ -74,7 +74,7 @@ import torch.nn.functional as F
 from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
 from cashg.model.cashg_model import CASHG
-from cashg.model.decoder import PointContext
+from cashg.model.decoder import PointContext, count_feature
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 from cashg.model.writer_gap import whitespace
@@ -368,8 +368,8 @@ class _Rows:
         position after the first point of a character is the sum of its later offsets, the
         extent the running box of those positions, the line height the running sum of every y
         offset since the origin, the stroke index the number of pen lifts before the point in
-        its character."""
-        position, extent, line, stroke = self.dec.point_inputs
+        its character, the count the point's index in its character."""
+        position, extent, line, stroke, count = self.dec.point_inputs
         first = (t == 0)[:, None]  # (W, 1) the point opens a character
         self.pos = torch.where(first, 0.0, self.pos + delta)  # char_positions
         box = None
@@ -383,8 +383,9 @@ class _Rows:
         if stroke:  # stroke_indices: this point's stroke; the next one's after a lift
             index = torch.where(first[:, 0], 0, self.stroke)
             self.stroke = index + (pen == PU).long()
+        clock = count_feature(t, delta.dtype) if count else None  # point_counts
         return PointContext(self.pos if position else None, box, self.line if line else None,
-                            index)
+                            index, clock)
 
     def _context(self, r: torch.Tensor, n: torch.Tensor, tp: int) -> Restart:
         """The restart of rows ``r`` (R,) whose previous characters have ``n`` (R,) points (at

@@ -29,6 +29,7 @@ the blocks on the valid tokens of packed windows (:mod:`cashg.model.packing`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,9 @@ from cashg.model.rope import RotaryEmbedding
 
 N_PEN = 4
 MAX_STROKE_INDEX = 7  # model.stroke_index: strokes 7, 8, ... of a character share one embedding
+# model.point_count: a point's index t inside its character enters as log(1 + t) / log(1 +
+# COUNT_SCALE), 1 at the sampler's default cap of 100 points (larger counts go on past 1)
+COUNT_SCALE = 100.0
 
 
 @dataclass
@@ -200,12 +204,15 @@ class PointContext:
     :func:`char_positions`); extent (..., 4): the character's ink so far as a box relative to
     the pen (``char_extent``, :func:`char_extents`); line (..., 1): the pen's height in the
     line's frame (``line_position``, :func:`line_heights`); stroke (...) long: which stroke of
-    its character the point belongs to (``stroke_index``, :func:`stroke_indices`)."""
+    its character the point belongs to (``stroke_index``, :func:`stroke_indices`); count
+    (..., 1): how many points of its character came before it, on a log scale
+    (``point_count``, :func:`point_counts`)."""
 
     position: torch.Tensor | None = None
     extent: torch.Tensor | None = None
     line: torch.Tensor | None = None
     stroke: torch.Tensor | None = None
+    count: torch.Tensor | None = None
 
 
 def char_positions(deltas: torch.Tensor) -> torch.Tensor:
@@ -256,9 +263,25 @@ def stroke_indices(pen: torch.Tensor) -> torch.Tensor:
     return lifts.cumsum(-1) - lifts
 
 
+def count_feature(index: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(..., 1) the ``point_count`` input of points whose index inside their character is
+    ``index`` (...) long: ``log(1 + t) / log(1 + COUNT_SCALE)``. A log scale keeps the short
+    characters apart and still grows past the longest glyphs of training, where a learned
+    embedding per index would have seen no data."""
+    return (torch.log1p(index.to(dtype)) / math.log1p(COUNT_SCALE))[..., None]
+
+
+def point_counts(deltas: torch.Tensor) -> torch.Tensor:
+    """(..., T, 1) the ``point_count`` input of whole characters, deltas (..., T, 2): point
+    ``t`` of a character has ``t`` points before it. Padding continues the count; it is masked
+    wherever it is read."""
+    index = torch.arange(deltas.shape[-2], device=deltas.device)  # (T,)
+    return count_feature(index, deltas.dtype).expand(*deltas.shape[:-1], 1)
+
+
 def point_context(deltas: torch.Tensor, point_mask: torch.Tensor, position: bool,
                   extent: bool, line: bool, stroke: bool = False,
-                  pen: torch.Tensor | None = None) -> PointContext:
+                  pen: torch.Tensor | None = None, count: bool = False) -> PointContext:
     """The :class:`PointContext` of whole characters (teacher forcing): deltas (B, S, T, 2),
     point_mask and pen (B, S, T); only the parts asked for are computed."""
     pos = char_positions(deltas) if position or extent else None
@@ -266,7 +289,8 @@ def point_context(deltas: torch.Tensor, point_mask: torch.Tensor, position: bool
         raise ValueError("stroke_index is on: point_context needs the pen states")
     return PointContext(pos if position else None, char_extents(pos) if extent else None,
                         line_heights(deltas, point_mask) if line else None,
-                        stroke_indices(pen) if stroke else None)
+                        stroke_indices(pen) if stroke else None,
+                        point_counts(deltas) if count else None)
 
 
 class GatedContextFusion(nn.Module):
@@ -303,6 +327,7 @@ class BiSWTDecoder(nn.Module):
         self.line_pos = nn.Linear(1, d) if cfg.line_position else None
         self.point_stroke = (nn.Embedding(MAX_STROKE_INDEX + 1, d) if cfg.stroke_index
                              else None)
+        self.point_count = nn.Linear(1, d) if cfg.point_count else None
         self.segment = nn.Embedding(2, d)  # 0 = predecessor tokens, 1 = current character
         rope = RotaryEmbedding(d // cfg.n_heads, cfg.rope_base)
         self.blocks = nn.ModuleList(
@@ -321,22 +346,24 @@ class BiSWTDecoder(nn.Module):
         self.rope = rope
 
     @property
-    def point_inputs(self) -> tuple[bool, bool, bool, bool]:
+    def point_inputs(self) -> tuple[bool, bool, bool, bool, bool]:
         """Which :class:`PointContext` parts the tokens embed: (position, extent, line,
-        stroke)."""
+        stroke, count)."""
         return (self.point_pos is not None, self.point_extent is not None,
-                self.line_pos is not None, self.point_stroke is not None)
+                self.line_pos is not None, self.point_stroke is not None,
+                self.point_count is not None)
 
     def embed_points(self, deltas: torch.Tensor, pen: torch.Tensor,
                      context: PointContext | None = None) -> torch.Tensor:
         """Trajectory tokens (..., D) from deltas (..., 2), pen states (...) and the parts of
         ``context`` the options embed (``point_position``, ``char_extent``,
-        ``line_position``, ``stroke_index``: :class:`PointContext`)."""
+        ``line_position``, ``stroke_index``, ``point_count``: :class:`PointContext`)."""
         x = self.point_xy(deltas) + self.point_pen(pen)
         parts = ((self.point_pos, "position", "point_position"),
                  (self.point_extent, "extent", "char_extent"),
                  (self.line_pos, "line", "line_position"),
-                 (self.point_stroke, "stroke", "stroke_index"))
+                 (self.point_stroke, "stroke", "stroke_index"),
+                 (self.point_count, "count", "point_count"))
         for layer, name, option in parts:
             if layer is None:
                 continue
@@ -353,7 +380,9 @@ class BiSWTDecoder(nn.Module):
         """Trajectory tokens (..., T, D) of whole characters, deltas (B, S, T, 2), pen and
         point_mask (B, S, T); the :class:`PointContext` parts are derived only when they
         are embedded."""
-        ctx = point_context(deltas, point_mask, *self.point_inputs, pen=pen) if any(
+        position, extent, line, stroke, count = self.point_inputs
+        ctx = point_context(deltas, point_mask, position, extent, line, stroke, pen,
+                            count) if any(
             self.point_inputs) else None
         return self.embed_points(deltas, pen, ctx)
 

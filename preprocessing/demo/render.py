@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
 
-from preprocessing.demo.glyphs import load_font
+from preprocessing.demo.glyphs import load_family
 from preprocessing.demo.writers import WriterStyle
 
 JITTER_KNOT = 2.0  # font units between noise knots along the pen path
@@ -93,7 +93,7 @@ def decide_joins(text: str, style: WriterStyle, rng: np.random.Generator,
     Without delayed marks, a letter with marks (i, j, t, f) is never joined to the next one
     (its marks would otherwise have to interrupt the stroke).
     """
-    font = load_font(style.family)
+    font = load_family(style.family)
     joins = set()
     for s in range(len(text) - 1):
         a, b = text[s], text[s + 1]
@@ -114,7 +114,7 @@ def render_line(text: str, style: WriterStyle, rng: np.random.Generator, spacing
 
     Raises ``ValueError`` for a character the font lacks or a text without ink.
     """
-    font = load_font(style.family)
+    font = load_family(style.family)
     joins = decide_joins(text, style, rng, delayed_marks) if allow_joins else set()
 
     strokes: list[list[Piece]] = []  # pen strokes, each a list of pieces

@@ -59,6 +59,11 @@ CONTRACTIONS: tuple[str, ...] = (
 
 END_MARKS: tuple[str, ...] = (".", ".", ".", "!", "?", "", ";", ":")
 
+# Every character a demo line can hold: the word lists, the numbers (digits, ":" and "."), the
+# decorations (",", quotes, brackets), hyphenated pairs and the end marks.
+CORPUS_CHARACTERS: frozenset[str] = frozenset(
+    "".join(WORDS + NAMES + ACRONYMS + CONTRACTIONS + END_MARKS) + string.digits + ',"()-:.')
+
 GLYPH_ALPHABET: str = string.ascii_lowercase + string.ascii_uppercase + string.digits
 GLYPHS_PER_LINE: int = 9
 GLYPH_REPEAT: int = 3

@@ -72,6 +72,11 @@ class ModelConfig:
     # strokes (an H's second stem, then its bar) are told apart by their number, which
     # attention over offset tokens otherwise has to count. Off = not embedded (the paper's).
     stroke_index: bool = False
+    # Also embed how many points of its character came before a trajectory token (log scale,
+    # model.COUNT_SCALE): the character's clock. Without it the decoder knows how long it has
+    # been drawing only through RoPE distances to the identity token; with it, ending a
+    # character can depend on its length directly. Off = not embedded (the paper's).
+    point_count: bool = False
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units
