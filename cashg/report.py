@@ -481,6 +481,48 @@ def glyph_test_markdown(results: Path, experiments: Sequence[str], images: Path)
     return parts
 
 
+def checked_markdown(results: Path, experiments: Sequence[str], images: Path) -> list[str]:
+    """Writing that checks itself (``results/checked/<experiment>/``): what the labelled
+    "checked" rows of Table 2 are, their cost, the characters at the point cap beside the
+    model alone's, and the candidates picture. Nothing when no experiment has one."""
+    parts: list[str] = []
+    for exp in experiments:
+        metrics = _read_json(results / "checked" / exp / "metrics.json")
+        if metrics is None:
+            continue
+        alone = _read_json(results / "evaluate" / exp / "metrics.json") or {}
+        if not parts:
+            parts += ["## Checked writing", ""]
+        k = metrics.get("CHECK")
+        parts += [f"`{exp}`, *checked ✓* in Table 2: the same test lines written with each"
+                  f" character drawn {k} times from the same line state, the benchmark's glyph"
+                  " reader keeping the drawing it reads as the intended character with the"
+                  " highest probability (a drawing the point cap ended only when all were);"
+                  " the line goes on from the kept drawing. The rows without the mark are the"
+                  " model alone, the paper's protocol. The figures come from the line"
+                  " recognizer, a different model from the reader that ranks. Sampling took"
+                  f" {format_value(metrics.get('SECONDS_per_line'), 2)} s a line"
+                  f" (`results/checked/{exp}/metrics.json`).", "",
+                  "| | CER ↓ | WER ↓ | upper ↓ | digit ↓ | lower ↓ | Style top-1 ↑ |",
+                  "|:--|--:|--:|--:|--:|--:|--:|"]
+        for label, m in (("model alone", alone), (f"checked, K = {k}", metrics)):
+            parts.append(f"| {label} | {format_value(m.get('CER'), 3)} |"
+                         f" {format_value(m.get('WER'), 3)} |"
+                         f" {format_value(m.get('ERR_upper'), 3)} |"
+                         f" {format_value(m.get('ERR_digit'), 3)} |"
+                         f" {format_value(m.get('ERR_lower'), 3)} |"
+                         f" {format_value(m.get('STYLE_top1'), 3)} |")
+        parts += ["", "Characters the sampler's point cap ended, checked: upper"
+                  f" {format_value(metrics.get('CAP_upper'), 3)}, digit"
+                  f" {format_value(metrics.get('CAP_digit'), 3)}, lower"
+                  f" {format_value(metrics.get('CAP_lower'), 3)}.", ""]
+        rel = _copy(results / "checked" / exp / "candidates.png", images, f"checked_{exp}.png")
+        if rel:
+            parts += [f"![{exp}: candidates of checked characters, the kept one framed]({rel})",
+                      ""]
+    return parts
+
+
 def recognizers_from_params(path: str | Path) -> tuple[str, ...]:
     """The benchmarks that have a recognizer (``recognizer.benchmarks`` of a params file)."""
     from cashg.core.params import load_params
@@ -565,9 +607,15 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
     rows, missing, generated, imported = [], [], [], []
     for bench in dict.fromkeys([*table2_benchmarks,
                                 *(b for b, _ in (baselines or {}).values())]):
-        methods = [("CASHG (this run)" if exp == bench else f"CASHG ({exp})",
-                    results / "evaluate" / exp / "metrics.json", exp)
-                   for exp, b in table2.items() if b == bench]
+        methods = []
+        for exp, b in table2.items():
+            if b != bench:
+                continue
+            name = "CASHG (this run)" if exp == bench else f"CASHG ({exp})"
+            methods.append((name, results / "evaluate" / exp / "metrics.json", exp))
+            checked = results / "checked" / exp / "metrics.json"
+            if checked.is_file():  # labelled: not the paper's protocol (the model alone)
+                methods.append((f"{name}, checked ✓", checked, None))
         methods += [(name, results / "evaluate" / name / "metrics.json", None)
                     for name, (b, _) in (baselines or {}).items() if b == bench]
         methods.append(("GT, perturbed copy",
@@ -660,6 +708,7 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
                   " `results/evaluate/<experiment>/details.json` (`class_errors`).", "",
                   class_errors_markdown(class_rows)]
     parts += glyph_test_markdown(results, list(dict.fromkeys((*table2, *experiments))), images)
+    parts += checked_markdown(results, list(table2), images)
 
     if recognizers is None:
         recognizers = [b for b in table2_benchmarks

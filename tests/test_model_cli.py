@@ -264,3 +264,35 @@ def test_writer_lists_are_in_natural_order_and_cut_after_30():
     assert list_names(["brush:10", "brush:9", "a"]) == "a, brush:9, brush:10"
     many = list_names([f"w{i}" for i in range(45)])
     assert many.startswith("w0, w1, w2,") and many.endswith(", w29, ... (45 in all)")
+
+
+def _tiny_reader(path):
+    from cashg.core.config.model import GlyphReaderConfig
+    from cashg.recognition.glyphs import GlyphReader, GlyphReaderNet
+
+    cfg = GlyphReaderConfig(width=4)
+    torch.manual_seed(0)
+    GlyphReader(GlyphReaderNet(3, cfg.image_size, cfg.width), "abc", cfg).save(path)
+    return path
+
+
+def test_generate_checks_each_character_with_a_glyph_reader(ckpt, tmp_path, capsys):
+    """``--check K --reader FILE`` keeps the best of K drawings per character; a check without
+    a reader is a clear error; without ``--check`` and no reader the model writes alone."""
+    reader = _tiny_reader(tmp_path / "glyph_reader.pt")
+    base = ["generate", "--checkpoint", str(ckpt / "tiny.pt"), "--text", "ab ca",
+            "--style-images", str(ckpt / "refs"), "--seed", "2", "--max-char-points", "6"]
+    out = tmp_path / "checked.h5"
+    assert main([*base, "--out", str(out), "--check", "3", "--reader", str(reader)]) == 0
+    assert f"each character checked 3 times by {reader}" in capsys.readouterr().err
+    (checked,) = read_ink(out).values()
+    assert checked.text == "ab ca" and set(checked.char_index.tolist()) == set(range(5))
+    alone = tmp_path / "alone.h5"
+    assert main([*base, "--out", str(alone)]) == 0
+    assert "the model alone (no glyph reader found for --check)" in capsys.readouterr().err
+    assert not np.array_equal(read_ink(alone)["gen-00000"].xy, checked.xy)
+    assert main([*base, "--out", str(alone), "--check", "2"]) == 2
+    assert "--check 2 needs a glyph reader" in capsys.readouterr().err
+    assert main([*base, "--out", str(alone), "--check", "2", "--reader",
+                 str(tmp_path / "none.pt")]) == 2
+    assert "none.pt" in capsys.readouterr().err

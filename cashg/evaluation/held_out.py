@@ -70,10 +70,13 @@ class HeldOutScore:
 
 
 def score_held_out(model, cfg, opts: GenerateConfig, gt_path: Path, style_path: Path,
-                   recognizer: Recognizer, device) -> tuple[HeldOutScore, Sequence]:
-    """Generate every held-out line once with ``opts`` and score the recognizer's readings;
-    returns the score and the ground-truth sentences (in generation order)."""
-    pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device, progress=False)
+                   recognizer: Recognizer, device, check=None) -> tuple[HeldOutScore, Sequence]:
+    """Generate every held-out line once with ``opts`` (``check``: the glyph reader's
+    :class:`~cashg.generation.check.CharacterCheck` when ``opts.check`` is on) and score the
+    recognizer's readings; returns the score and the ground-truth sentences (in generation
+    order)."""
+    pred, gts = generate_split(model, cfg, opts, gt_path, style_path, device, progress=False,
+                               check=check)
     refs = [s.text for s in gts]
     hyps = recognizer.transcribe(pred)
     return (HeldOutScore(refs, hyps, error_counts(refs, hyps), char_class_errors(refs, hyps),

@@ -22,6 +22,14 @@ values. The checkpoint does not carry the decoding on purpose: the train stage w
 depend on the ``generate`` params, and DVC would retrain the model at every decoding change
 (the decoding is tuned after training, on the trained model).
 
+Checked writing (:mod:`cashg.generation.check`): ``--check K`` draws each character K times
+and keeps the drawing the benchmark's glyph reader reads best; ``--check 0`` is the model
+alone. The reader is ``--reader FILE``, else the one the pipeline trained for the benchmark of
+``--style-h5`` (``results/subsets/<b>/<split>/style.h5`` ->
+``results/recognizer/<b>/glyph_reader.pt``). Without ``--check``, a found reader checks with
+the params' ``generate.checked_row`` candidates (the figures in docs/generate.md say what it
+buys and costs), and no reader means the model alone; the stderr line says which.
+
 Characters absent from the checkpoint's training inventory (``extra["char_inventory"]``) are
 reported on stderr (the text is still generated as given; ``--strict`` makes them an error).
 """
@@ -69,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="fail on characters not in the training inventory")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--reader", type=Path, default=None,
+                        help="glyph reader for --check (default: the pipeline's reader of the "
+                             "--style-h5 benchmark, results/recognizer/<b>/glyph_reader.pt)")
     add_option_arguments(parser)  # the SamplingOptions fields: --seed, --greedy, ...
 
 
@@ -79,6 +90,49 @@ def params_file(args: argparse.Namespace, cwd: Path | None = None) -> Path | Non
         return args.params
     local = (cwd or Path.cwd()) / DEFAULT_PARAMS
     return None if args.no_params or not local.is_file() else DEFAULT_PARAMS
+
+
+def pipeline_reader(style_h5: Path | None) -> Path | None:
+    """The glyph reader the pipeline trained for the benchmark of a subsets ``style.h5``
+    (``results/subsets/<b>/<split>/style.h5`` -> ``results/recognizer/<b>/glyph_reader.pt``),
+    or None when there is none."""
+    if style_h5 is None or len(Path(style_h5).parents) < 4:
+        return None
+    bench_dir = Path(style_h5).parent.parent
+    path = bench_dir.parent.parent / "recognizer" / bench_dir.name / "glyph_reader.pt"
+    return path if path.is_file() else None
+
+
+def resolve_check(args: argparse.Namespace, options: SamplingOptions
+                  ) -> tuple[SamplingOptions, Path | None, str]:
+    """The options with their check decided (``--check`` given, else the params'
+    ``generate.checked_row`` when a reader is found, else off), the reader's path and the
+    phrase that says so (module docstring)."""
+    import dataclasses
+
+    reader = args.reader if args.reader is not None else pipeline_reader(args.style_h5)
+    if "check" in given_options(args):
+        if options.check and reader is None:
+            raise ValueError(f"--check {options.check} needs a glyph reader: give --reader, or "
+                             "--writer with a pipeline's --style-h5 whose benchmark has one "
+                             "(its recognizer stage trains it)")
+        return options, reader, (f"each character checked {options.check} times by {reader}"
+                                 if options.check else "the model alone (--check 0)")
+    if reader is None:
+        return (dataclasses.replace(options, check=0), None,
+                "the model alone (no glyph reader found for --check)")
+    k = _checked_row(args)
+    return (dataclasses.replace(options, check=k), reader,
+            f"each character checked {k} times by {reader} (--check 0: the model alone)")
+
+
+def _checked_row(args: argparse.Namespace) -> int:
+    """``generate.checked_row`` of the params file (:func:`params_file`), else its default."""
+    from cashg.core.config.model import GenerateConfig
+    from cashg.core.params import load_section
+
+    path = params_file(args)
+    return (load_section("generate", path) if path is not None else GenerateConfig()).checked_row
 
 
 def resolve_decoding(args: argparse.Namespace) -> tuple[SamplingOptions, str]:
@@ -112,10 +166,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         options, note = resolve_decoding(args)
+        options, reader, checked = resolve_check(args, options)
     except (OSError, ValueError) as exc:
         print(f"cashg generate: decoding defaults: {exc}", file=sys.stderr)
         return 2
-    print(note, file=sys.stderr)
+    print(f"{note}; {checked}", file=sys.stderr)
     if args.writer is not None:  # before the model loads: a wrong id fails at once
         from cashg.generation.inputs import check_writer
 
@@ -124,10 +179,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"cashg generate: {exc}", file=sys.stderr)
             return 1
-    return _generate(args, options)
+    return _generate(args, options, reader)
 
 
-def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
+def _generate(args: argparse.Namespace, options: SamplingOptions,
+              reader: Path | None = None) -> int:
     """Load the model and the style, sample the lines with ``options``, write ``--out``."""
     import torch
 
@@ -169,8 +225,18 @@ def _generate(args: argparse.Namespace, options: SamplingOptions) -> int:
             f"{gap:.3f}, the median of writer {args.writer}'s lines in {args.style_h5.parent}"
             if gap is not None else "unknown: the population's (the model reads it"
             " from a writer's lines beside --style-h5)"), file=sys.stderr)
+    check = None
+    if options.check:
+        from cashg.generation.check import CharacterCheck, CheckError
+
+        try:
+            check = CharacterCheck.load(reader, options.check)
+        except (CheckError, ValueError) as exc:
+            print(f"cashg generate: {exc}", file=sys.stderr)
+            return 2
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
-                                            options, writer_id=str(writer), writer_gap=gap)
+                                            options, writer_id=str(writer), writer_gap=gap,
+                                            check=check)
     write_output(sentences, args.out, width=args.width)
     print(f"cashg generate: wrote {len(sentences)} line(s) to {args.out}", file=sys.stderr)
     return 0

@@ -49,19 +49,25 @@ def write_output(sentences, out: Path, width: int | None = None) -> None:
 
 def decoding_record(gcfg) -> dict:
     """The decoding settings of a :class:`~cashg.core.config.model.GenerateConfig` (plain, for
-    JSON): ``greedy``, ``temperature``, ``bias``, ``max_char_points``, ``seed``."""
-    return {"greedy": bool(gcfg.greedy), "temperature": float(gcfg.temperature),
-            "bias": float(gcfg.bias), "max_char_points": int(gcfg.max_char_points),
-            "seed": int(gcfg.seed)}
+    JSON): ``greedy``, ``temperature``, ``bias``, ``max_char_points``, ``seed``, and
+    ``check`` when the characters were checked."""
+    record = {"greedy": bool(gcfg.greedy), "temperature": float(gcfg.temperature),
+              "bias": float(gcfg.bias), "max_char_points": int(gcfg.max_char_points),
+              "seed": int(gcfg.seed)}
+    if getattr(gcfg, "check", 0):
+        record["check"] = int(gcfg.check)
+    return record
 
 
 def describe_decoding(decoding: Mapping) -> str:
     """A phrase for a :func:`decoding_record`: ``greedy decoding (the authors' decoding)`` or
     ``stochastic sampling, temperature T, bias B``."""
+    checked = (f", each character drawn {int(decoding['check'])} times and the drawing the "
+               "glyph reader reads best kept" if decoding.get("check") else "")
     if decoding.get("greedy"):
-        return "greedy decoding (the authors' decoding)"
+        return "greedy decoding (the authors' decoding)" + checked
     return (f"stochastic sampling, temperature {float(decoding.get('temperature', 1.0))},"
-            f" bias {float(decoding.get('bias', 0.0))}")
+            f" bias {float(decoding.get('bias', 0.0))}" + checked)
 
 
 def write_split_outputs(out: Path, pred: list, gts: list, *, gcfg, style_refs: int,

@@ -55,6 +55,14 @@ step). Random draws come from one seeded ``torch.Generator`` and are made for ev
 batch at every step (finished rows included), so a given seed and batch composition give the
 same points, cached or not.
 
+``check = K`` (writing that checks itself, :mod:`cashg.generation.check`): every sentence is
+written by K rows side by side, which share one line state at the start of each character and
+draw it independently; a row that ends the character waits until the K have ended, the
+benchmark's glyph reader ranks the K drawings, and every row of the sentence goes on from the
+kept one (its point tokens, count, height in the line and last pen state). Only kept points
+are returned and passed to ``on_step`` (at the moment their character is chosen). With K = 1
+the one row is kept at once, and the points are those of the unchecked sampler, bit for bit.
+
 ``min_char_points`` (default 1) forbids the end-of-character states before a character has that
 many points; ``min_char_points == max_char_points`` gives every character exactly that many
 points, which the benchmark uses so that cached and uncached runs do identical, realistic work.
@@ -73,11 +81,13 @@ import torch.nn.functional as F
 
 from cashg.core.config.model import SamplingOptions
 from cashg.core.ink import InkSentence, make_sentence
+from cashg.generation.check import CharacterCheck, CheckError
 from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import PointContext, count_feature
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 from cashg.model.writer_gap import whitespace
+from cashg.recognition.glyphs import GlyphInk
 
 PU, CURSIVE_EOC, EOC = 1, 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
@@ -96,6 +106,7 @@ class SampleResult:
     char_index: list[np.ndarray]
     truncated: int
     steps: int = 0
+    checked: int = 0  # characters whose candidates the glyph reader ranked (check > 1)
 
     def absolute(self, i: int) -> np.ndarray:
         """(N_i, 2) absolute coordinates of sentence i (cumulative sum from the origin)."""
@@ -185,6 +196,8 @@ def _check(opts: SamplingOptions) -> None:
                          f"{opts.max_char_points}], got {opts.min_char_points}")
     if not opts.greedy and opts.temperature <= 0:
         raise ValueError("temperature must be > 0 for stochastic sampling (use greedy)")
+    if opts.check < 0:
+        raise ValueError(f"check must be >= 0 (0 = off), got {opts.check}")
 
 
 @torch.inference_mode()
@@ -196,17 +209,29 @@ def sample(
     opts: SamplingOptions = DEFAULTS,
     on_step: StepCallback | None = None,
     writer_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.reads_writer_gap)
+    check: CharacterCheck | None = None,
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
     :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
     by a model with ``model.relative_gap`` (None: every writer at the
-    population's gap)."""
+    population's gap). ``check``: the glyph reader that ranks ``opts.check`` candidates
+    per character (:class:`~cashg.generation.check.CheckError` when the option asks for one
+    and there is none)."""
     _check(opts)
+    if not opts.check:
+        check = None
+    elif check is None:
+        raise CheckError(f"check {opts.check} asks for a glyph reader, and none was given (the "
+                         "benchmark's recognizer stage trains one), or use check 0")
+    elif check.k != opts.check:
+        raise ValueError(f"check: the options ask for {opts.check} candidates, the check "
+                         f"holds {check.k}")
     was_training = model.training
     model.eval()
     try:
-        return _sample(model, codepoints, char_mask, style_images, opts, on_step, writer_gap)
+        return _sample(model, codepoints, char_mask, style_images, opts, on_step, writer_gap,
+                       check)
     finally:
         model.train(was_training)
 
@@ -225,7 +250,7 @@ class _Rows:
 
     def __init__(self, model: CASHG, codepoints: torch.Tensor, char_mask: torch.Tensor,
                  style_images: torch.Tensor, opts: SamplingOptions,
-                 writer_gap: torch.Tensor | None = None):
+                 writer_gap: torch.Tensor | None = None, check: CharacterCheck | None = None):
         dec = model.decoder
         self.dec, self.bi_swt = dec, model.cfg.bi_swt
         self.windows = model.assemble_windows  # the window builder of teacher forcing
@@ -275,13 +300,27 @@ class _Rows:
         if opts.use_cache:  # the longest window is 1 + m + 1 + (m - 1) tokens
             self.cache = dec.new_cache(b, (1 + m if self.bi_swt else 0) + m, self.identity)
             self.weights = dec.step_weights()
+        self.check = check
+        self.any_waiting = False
+        if check is not None:  # rows k * K .. k * K + K - 1 draw sentence k's candidates
+            self.codepoints = codepoints
+            self.read = check.checked(codepoints)  # (W, S) the characters the reader ranks
+            self.waiting = torch.zeros_like(self.live)  # (W,) ended, its group still drawing
+            self.cand_delta = self.pos.new_zeros(b, m, 2)  # (W, m, 2) the candidate's points
+            self.cand_pen = torch.zeros(b, m, dtype=torch.long, device=dev)  # (W, m)
+            self.cand_forced = torch.zeros(b, m, dtype=torch.bool, device=dev)  # (W, m)
+            self.start = self.pos.new_zeros(b, 2)  # (W, 2) where the character began
+            self.kept: list[tuple] = []  # per resolution: the kept points (see _resolve)
+            self.n_checked = 0
 
     def hidden(self) -> torch.Tensor:
         """(W, D) decoder output at each row's newest token (it predicts the row's next point);
         rows that have finished compute something that is never read."""
         if self.cache is None:
             return self._hidden_uncached()
-        if self.any_done:  # finished rows idle at slot 0 (their cache row is never read)
+        if self.any_waiting:  # finished and waiting rows idle at slot 0 (a waiting row's cache
+            self.cache.length.masked_fill_(~self.live | self.waiting, 0)  # restarts anyway)
+        elif self.any_done:  # finished rows idle at slot 0 (their cache row is never read)
             self.cache.length.masked_fill_(~self.live, 0)
         h, _ = self.dec.step(self.x, self.memory, self.m_ctx, self.cache, self.weights,
                              self.restart)
@@ -315,19 +354,36 @@ class _Rows:
         h, _ = self.dec(win.tokens, win.positions, win.valid, self.mem_kv, m_ctx, context)
         return h[self.rows, win.first_out + self.t]  # (W, D) at y_{s,t} (e~_s when t = 0)
 
-    def advance(self, delta: torch.Tensor, pen: torch.Tensor) -> bool:
+    def advance(self, delta: torch.Tensor, pen: torch.Tensor,
+                forced: torch.Tensor | None = None) -> bool:
         """Append each row's new point, deltas (W, 2) and final pen states (W,); rows whose
-        point ends a character move on to the next one (or finish). Returns whether any row is
-        still writing."""
+        point ends a character move on to the next one (or finish); with a check, once every
+        candidate of their sentence has ended it (``forced`` (W,): the cap ended it). Returns
+        whether any row is still writing."""
         t = self.t
+        line = self.line
         ctx = self._point_context(delta, t, pen) if any(self.dec.point_inputs) else None
         p = self.dec.embed_points(delta, pen, ctx)  # (W, D)
-        self.cur_p[self.rows, t] = p
+        active = self.live
+        if self.any_waiting:  # a waiting row keeps its character's points and height
+            active = self.live & ~self.waiting
+            a = active.nonzero()[:, 0]
+            self.cur_p[a, t[a]] = p[a]
+            self.line = torch.where(self.waiting[:, None], line, self.line)
+        else:
+            self.cur_p[self.rows, t] = p
         self.x = p + self.seg_cur
         if self.every_token:
             self.x = self.x + self.e_cur
-        self.t = t + self.live  # finished rows stay at their slot
-        ends = (pen >= CURSIVE_EOC) & self.live  # (W,)
+        if self.check is not None:
+            self._keep_candidate_point(delta, pen, forced, t, active)
+        self.t = t + active  # finished (and waiting) rows stay at their slot
+        ends = (pen >= CURSIVE_EOC) & active  # (W,)
+        if self.check is not None:
+            if bool(ends.any()):
+                ends, t = self._resolve(ends)
+            else:
+                return True
         if not bool(ends.any()):
             return True
         finished = ends & (self.char + 1 >= self.n_chars)
@@ -359,6 +415,78 @@ class _Rows:
             if self.cache is not None:
                 self.restart = self._context(r, n, tp)
         return True
+
+    def _keep_candidate_point(self, delta: torch.Tensor, pen: torch.Tensor,
+                              forced: torch.Tensor | None, t: torch.Tensor,
+                              active: torch.Tensor) -> None:
+        """Store the new point of each drawing row (``active``) as point ``t`` of its
+        candidate."""
+        a = active.nonzero()[:, 0]
+        ta = t[a]
+        self.cand_delta[a, ta] = delta[a]
+        self.cand_pen[a, ta] = pen[a]
+        if forced is not None:
+            self.cand_forced[a, ta] = forced[a]
+
+    def _resolve(self, ends: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``ends`` (W,) have ended their character: they wait. Every sentence whose K
+        rows now all wait keeps one candidate (the reader's choice where the character is
+        read, else the first), copies its state into the K rows and appends its points to
+        :attr:`kept`. Returns (W,) bool the rows of those sentences, which now end the
+        character, and (W,) the index of each row's last point (as the step's ``t``)."""
+        k = self.check.k
+        self.waiting = self.waiting | ends
+        ready = (self.waiting | ~self.live).view(-1, k).all(1) & self.live.view(-1, k)[:, 0]
+        g = ready.nonzero()[:, 0]  # (G,) groups whose K candidates have all ended
+        out = torch.zeros_like(ends)
+        if len(g) == 0:
+            self.any_waiting = True
+            return out, self.t - 1
+        rows = g[:, None] * k + torch.arange(k, device=g.device)  # (G, K)
+        lead = rows[:, 0]
+        ids, chars = self.ids[lead], self.char[lead]  # (G,) expanded sentence, character
+        n = self.t[rows]  # (G, K) points of each candidate
+        choice = torch.zeros_like(g)
+        read = self.read[ids, chars]  # (G,)
+        if k > 1 and bool(read.any()):
+            choice[read] = torch.from_numpy(self._choose(rows[read], n[read],
+                                                         self.codepoints[ids[read], chars[read]]))
+            self.n_checked += int(read.sum())
+        kept = rows.gather(1, choice[:, None])[:, 0]  # (G,) the kept row of each sentence
+        n_kept = self.t[kept]  # (G,)
+        span = torch.arange(int(n_kept.max()), device=g.device)
+        on = span[None] < n_kept[:, None]  # (G, n) the kept points
+        gi = torch.arange(len(g), device=g.device)[:, None].expand_as(on)[on]
+        at = span[None].expand_as(on)[on]
+        self.kept.append((torch.div(ids, k, rounding_mode="floor")[gi], chars[gi],
+                          self.cand_delta[kept[gi], at], self.cand_pen[kept[gi], at],
+                          self.cand_forced[kept[gi], at], at))
+        to, src = rows.flatten(), kept.repeat_interleave(k)  # (G K,) each
+        tp = int(n_kept.max())
+        self.cur_p[to, :tp] = self.cur_p[src, :tp]
+        self.t[to] = self.t[src]
+        self.line[to] = self.line[src]
+        end = self.start[kept] + (self.cand_delta[kept, :tp] * on[..., None]).sum(1)  # (G, 2)
+        self.start[to] = end.repeat_interleave(k, 0)
+        self.waiting[to] = False
+        self.any_waiting = bool(self.waiting.any())
+        out[to] = True
+        return out, self.t - 1
+
+    def _choose(self, rows: torch.Tensor, n: torch.Tensor, codepoints: torch.Tensor):
+        """(G,) the reader's choice among the candidates ``rows`` (G, K) of G characters
+        (``n`` (G, K) points each, intended ``codepoints`` (G,))."""
+        start, delta = self.start[rows].cpu().numpy(), self.cand_delta[rows].cpu().numpy()
+        pens, forced = self.cand_pen[rows].cpu().numpy(), self.cand_forced[rows].cpu().numpy()
+        n = n.cpu().numpy()
+        inks, capped = [], []
+        for i, cp in enumerate(codepoints.tolist()):
+            for j in range(rows.shape[1]):
+                m = int(n[i, j])
+                xy = start[i, j] + np.cumsum(delta[i, j, :m].astype(np.float64), axis=0)
+                inks.append(GlyphInk(xy, pens[i, j, :m], chr(cp)))
+                capped.append(bool(forced[i, j, m - 1]))
+        return self.check.choose(inks, np.asarray(capped))
 
     def _point_context(self, delta: torch.Tensor, t: torch.Tensor,
                        pen: torch.Tensor) -> PointContext:
@@ -401,8 +529,11 @@ class _Rows:
 
     def _select(self, keep: torch.Tensor) -> None:
         """Keep rows ``keep`` (W',) only (drops finished rows from the step)."""
-        for name in ("ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
-                     "cur_p", "prev_p", "prev_len", "pos", "lo", "hi", "line", "stroke"):
+        names = ["ids", "n_chars", "live", "char", "t", "e_cur", "e_prev", "m_ctx", "x",
+                 "cur_p", "prev_p", "prev_len", "pos", "lo", "hi", "line", "stroke"]
+        if self.check is not None:  # whole sentences finish together: groups stay whole
+            names += ["waiting", "cand_delta", "cand_pen", "cand_forced", "start"]
+        for name in names:
             setattr(self, name, getattr(self, name)[keep])
         self.rows = torch.arange(len(keep), device=keep.device)
         if self.cache is not None:  # memory rows stay shared
@@ -414,10 +545,17 @@ class _Rows:
 
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
             on_step: StepCallback | None = None,
-            writer_gap: torch.Tensor | None = None) -> SampleResult:
+            writer_gap: torch.Tensor | None = None,
+            check: CharacterCheck | None = None) -> SampleResult:
     """One point for every unfinished row per step until every row has finished."""
+    n_sentences = codepoints.shape[0]
+    if check is not None:  # K rows per sentence (module docstring)
+        codepoints, char_mask, style_images = (x.repeat_interleave(check.k, 0) for x in (
+            codepoints, char_mask, style_images))
+        if writer_gap is not None:
+            writer_gap = writer_gap.repeat_interleave(check.k, 0)
     b = codepoints.shape[0]
-    rows = _Rows(model, codepoints, char_mask, style_images, opts, writer_gap)
+    rows = _Rows(model, codepoints, char_mask, style_images, opts, writer_gap, check)
     gen = torch.Generator(device=codepoints.device).manual_seed(opts.seed)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     no_end = rows.x.new_tensor(NO_END)  # (4,)
@@ -427,8 +565,10 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
                 if opts.lift_mode and not opts.greedy else None)  # (B,) each row's last pen
     m = opts.max_char_points
     records = []  # per step: (ids, char, deltas, pen, forced, live), each over the W rows
+    steps = 0
     going = bool(rows.live.any())
     while going:
+        steps += 1
         hidden = rows.hidden()  # (W, D)
         raw = head_proj(hidden)  # (W, 4 + 6K)
         noise = None
@@ -455,28 +595,55 @@ def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
             delta = delta * F.pad(scale[:, None], (0, 1), value=1.0)
         forced = (rows.t == m - 1) & (pen < CURSIVE_EOC)  # the cap ends the character
         pen = torch.where(forced, EOC, pen)
-        records.append((rows.ids, rows.char, delta, pen, forced, rows.live))
-        if on_step is not None:
-            on_step(Step(rows.ids, rows.char, delta, pen, rows.live))
+        if check is None:
+            records.append((rows.ids, rows.char, delta, pen, forced, rows.live))
+            if on_step is not None:
+                on_step(Step(rows.ids, rows.char, delta, pen, rows.live))
         if last_pen is not None:
             last_pen[rows.ids] = pen
-        going = rows.advance(delta, pen)
-    return _collect(records, b)
+        going = rows.advance(delta, pen, forced)
+        if check is not None and rows.kept:
+            _take_kept(rows, records, on_step, last_pen)
+    result = _collect(records, n_sentences, steps)
+    if check is not None:
+        result.checked = rows.n_checked
+    return result
 
 
-def _collect(records: list, b: int) -> SampleResult:
+def _take_kept(rows: _Rows, records: list, on_step: StepCallback | None,
+               last_pen: torch.Tensor | None) -> None:
+    """Move the points kept at this step (:meth:`_Rows._resolve`) into ``records``, tell
+    ``on_step`` (one :class:`Step` per point index, over the sentences kept at once) and give
+    every row of those sentences the kept character's last pen state (``lift_mode``)."""
+    k = rows.check.k
+    for ids, char, delta, pen, forced, at in rows.kept:
+        records.append((ids, char, delta, pen, forced, torch.ones_like(forced)))
+        if on_step is not None:
+            for j in range(int(at.max()) + 1):
+                sel = at == j
+                on_step(Step(ids[sel], char[sel], delta[sel], pen[sel], torch.ones_like(
+                    forced[sel])))
+        if last_pen is not None:
+            last = torch.ones_like(at, dtype=torch.bool)
+            last[:-1] = at[1:] == 0  # each sentence's last kept point
+            for row in range(k):
+                last_pen[ids[last] * k + row] = pen[last]
+    rows.kept.clear()
+
+
+def _collect(records: list, b: int, steps: int) -> SampleResult:
     """Each sentence's points in step order, and the truncated characters, from the per-step
     records (rows that had finished are dropped)."""
     if not records:
         return SampleResult([np.zeros((0, 2), np.float32)] * b, [np.zeros(0, np.int64)] * b,
-                            [np.zeros(0, np.int32)] * b, 0, 0)
+                            [np.zeros(0, np.int32)] * b, 0, steps)
     ids, char, deltas, pen, forced, live = (torch.cat(x).cpu().numpy() for x in zip(*records))
     ids, char, deltas, pen = ids[live], char[live], deltas[live], pen[live]
     truncated = int(forced[live].sum())
     order = np.argsort(ids, kind="stable")  # per sentence, steps stay in order
     cuts = np.cumsum(np.bincount(ids, minlength=b))[:-1]
     return SampleResult(np.split(deltas[order], cuts), np.split(pen[order], cuts),
-                        np.split(char[order].astype(np.int32), cuts), truncated, len(records))
+                        np.split(char[order].astype(np.int32), cuts), truncated, steps)
 
 
 def encode_texts(texts: list[str], device: torch.device | str = "cpu"):
@@ -499,17 +666,18 @@ def generate_sentences(
     id_prefix: str = "gen",
     on_step: StepCallback | None = None,
     writer_gap: float | None = None,
+    check: CharacterCheck | None = None,
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
-    ``on_step`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a model with
-    ``model.relative_gap`` (None: the population's)."""
+    ``on_step`` and ``check`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a
+    model with ``model.relative_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:
         style_images = style_images[None].expand(len(texts), -1, -1, -1)
     gaps = (None if writer_gap is None
             else torch.full((len(texts),), float(writer_gap), device=dev))
-    res = sample(model, cps, mask, style_images.to(dev), opts, on_step, gaps)
+    res = sample(model, cps, mask, style_images.to(dev), opts, on_step, gaps, check)
     return [
         make_sentence(f"{id_prefix}-{i:05d}", writer_id, text, res.absolute(i), res.pen[i],
                       res.char_index[i])

@@ -93,13 +93,15 @@ def _refs(style: Path, writer: str, size: int, n: int, memo: dict) -> np.ndarray
 
 
 def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Path, device,
-                     progress: bool = True) -> list:
+                     progress: bool = True, check=None) -> list:
     """Generated InkSentences of ``prompts`` (same order), each in the style of its writer's
     ``cfg.style_refs`` references in ``style_path`` (a subsets ``style.h5``), batched by text
     length and seeded per batch as the module docstring says (``cfg``: the checkpoint's model
     config; ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`, whose ``limit``
     is not applied here). Any texts can be written: a split's ground truth
-    (:func:`generate_split`) or lines of one's own (``new_text@``)."""
+    (:func:`generate_split`) or lines of one's own (``new_text@``). ``check``: the
+    :class:`~cashg.generation.check.CharacterCheck` that ranks each character's
+    ``gcfg.check`` candidates (needed when ``gcfg.check`` is on)."""
     import torch
     from tqdm import tqdm
 
@@ -121,17 +123,19 @@ def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Pa
             gaps = torch.tensor([np.nan if s.word_gap is None else s.word_gap for s in chunk],
                                 dtype=torch.float32, device=device)
         res = sampling.sample(model, cps, mask, torch.from_numpy(refs).to(device),
-                              gcfg.sampling(k), writer_gap=gaps)
+                              gcfg.sampling(k), writer_gap=gaps, check=check)
         for j, (i, s) in enumerate(zip(batch, chunk)):
             out[i] = make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(j),
                                    res.pen[j], res.char_index[j])
     return out
 
 
-def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True):
+def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, progress=True,
+                   check=None):
     """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
     ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config;
-    ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`)."""
+    ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`; ``check``: as in
+    :func:`generate_prompts`)."""
     from cashg.core.ink import InkFile
 
     with InkFile(gt_path) as f:
@@ -140,4 +144,5 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
         gts = gts[: gcfg.limit]
     gaps = writer_gaps(gts, leave_out=True) if cfg.reads_writer_gap else [None] * len(gts)
     prompts = [Prompt(s.sentence_id, s.writer_id, s.text, g) for s, g in zip(gts, gaps)]
-    return generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress), gts
+    return (generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress, check),
+            gts)

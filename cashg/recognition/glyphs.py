@@ -175,14 +175,23 @@ class GlyphReader:
     @torch.inference_mode()
     def read(self, glyphs: Sequence[GlyphInk], batch_size: int = 256) -> list[str]:
         """The character each glyph is read as ("" for a glyph without ink)."""
-        out: list[str] = []
+        probs, inked = self.probabilities(glyphs, batch_size)
+        return [self.alphabet[k] if ink else "" for k, ink in zip(probs.argmax(1), inked)]
+
+    @torch.inference_mode()
+    def probabilities(self, glyphs: Sequence[GlyphInk], batch_size: int = 256
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """(probabilities (N, A) over :attr:`alphabet`, inked (N,) bool) of N glyphs; a glyph
+        without ink reads as nothing (its row is not a reading)."""
+        probs = np.zeros((len(glyphs), len(self.alphabet)), np.float32)
+        inked = np.zeros(len(glyphs), bool)
         for a in range(0, len(glyphs), batch_size):
             chunk = glyphs[a:a + batch_size]
             segs = [glyph_points(g.xy, g.pen, point_step(self.cfg)) for g in chunk]
             images = rasterise_batch(*_pad_points(segs), self.cfg)
-            best = self.net(images).argmax(1).tolist()
-            out += [self.alphabet[k] if len(s) else "" for k, s in zip(best, segs)]
-        return out
+            probs[a:a + len(chunk)] = self.net(images).softmax(1).numpy()
+            inked[a:a + len(chunk)] = [len(s) > 0 for s in segs]
+        return probs, inked
 
     def save(self, path: Path) -> None:
         """Write the reader atomically (a plain dictionary of tensors and built-ins)."""

@@ -7,7 +7,8 @@ word-gap ratio and, per writer, the letter-size ratio that the gap ratio's unit 
     python scripts/measure/heldout_legibility.py --checkpoint A/model.pt B/model.pt \\
         --subsets results/subsets/dsd --recognizer results/recognizer/dsd/recognizer.pt \\
         [--params params.yaml] [--decoding space_mode=false lift_mode=false] [--seed N] \\
-        [--refs N] [--distractors 7]
+        [--refs N] [--distractors 7] \\
+        [--decoding check=4 --reader results/recognizer/dsd/glyph_reader.pt]
 
 Style (``style top-1 / top-5``): a writer classifier (:mod:`cashg.evaluation.style_score`)
 fitted on the real rows of the held-out writers whose source line hashes to the fitting half,
@@ -15,6 +16,9 @@ plus those of ``--distractors`` other train writers (the first by id; ten writer
 default, as many as the demo's test split has), names the writer of each generated row of the
 scored half; the ground-truth row gives its ceiling on the same rows. ``--refs N`` generates
 with N reference glyphs per line instead of the checkpoint's ``model.style_refs``.
+``--decoding check=K`` writes with each character checked (:mod:`cashg.generation.check`):
+``--reader`` is the glyph reader that ranks, and the recognizer, a different model, judges;
+the line ``seconds per line`` gives the sampling time.
 
 The checkpoints are usually one training change at several training seeds (``--set
 train.seed=1``); the decoding is the params file's ``generate`` section, changed by
@@ -30,6 +34,7 @@ import argparse
 import dataclasses
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -47,6 +52,7 @@ from cashg.evaluation.held_out import (
     held_out_style,
     score_held_out,
 )
+from cashg.generation.check import CharacterCheck
 from cashg.metrics.placement import letter_size_ratio, summarize_placement
 from cashg.model.checkpoint import load_model
 from cashg.recognition.recognizer import Recognizer
@@ -94,6 +100,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--refs", type=int, default=None,
                     help="reference glyphs per line (default: the checkpoint's style_refs)")
+    ap.add_argument("--reader", type=Path, default=None,
+                    help="the glyph reader that ranks the candidates of --decoding check=K")
     ap.add_argument("--distractors", type=int, default=7,
                     help="other train writers the held-out style classifier also knows")
     args = ap.parse_args()
@@ -102,6 +110,7 @@ def main() -> int:
     if args.seed is not None:
         gcfg = dataclasses.replace(gcfg, seed=args.seed)
     recognizer = Recognizer.load(args.recognizer)
+    check = CharacterCheck.load(args.reader, gcfg.check) if gcfg.check else None
     val_writers = load_section("train", args.params).val_writers
     print(f"decoding: {gcfg}")
     print(f"reference glyphs: {args.refs or 'as the checkpoint (model.style_refs)'}")
@@ -109,6 +118,7 @@ def main() -> int:
           " drift | drift GT | drift ratio | gap ratio |")
     print("|---|---|---|" + "---|" * len(CHAR_CLASSES) + "---|---|---|---|---|---|")
     total_counts, total_classes, styles, placements, run_on = None, None, [], [], []
+    seconds: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             gt_path, style_path, desc = held_out_lines(args.subsets, val_writers, Path(tmp))
@@ -119,7 +129,10 @@ def main() -> int:
             model, cfg, _ = load_model(ckpt, map_location="cpu")
             if args.refs is not None:
                 cfg = dataclasses.replace(cfg, style_refs=args.refs)
-            held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu")
+            started = time.perf_counter()
+            held, gts = score_held_out(model, cfg, gcfg, gt_path, style_path, recognizer, "cpu",
+                                       check)
+            seconds.append((time.perf_counter() - started) / max(1, len(gts)))
             style = held_out_style(scorer, scored, {s.sentence_id: s for s in held.generated})
             styles.append(style)
             pairs = held_out_placement(held.generated, gts)
@@ -153,6 +166,7 @@ def main() -> int:
                held_out_style(scorer, scored, {s.sentence_id: s for s in gts})))
     print(f"lines: {desc}")
     print("characters at the point cap (run_on_characters.py): " + "; ".join(run_on))
+    print("seconds per line (generation and reading): " + ", ".join(f"{s:.2f}" for s in seconds))
     return 0
 
 

@@ -319,6 +319,8 @@ class SamplingOptions:
                                   "character's start) at its most probable mixture mean")
     use_cache: bool = _opt(True, "key/value cache (off: the uncached reference computation, "
                                  "same points up to float rounding)")
+    check: int = _opt(0, "draw each character this many times and keep the drawing the "
+                         "benchmark's glyph reader reads best (0 = off: the model alone)")
 
 
 @dataclass(frozen=True)
@@ -339,6 +341,15 @@ class GenerateConfig(SamplingOptions):
     # the decoding curve (stage decoding_curve@<experiment>, cashg/evaluation/decoding_curve.py):
     # legibility and Style Score on held-out writers at these temperatures, the rest as above
     curve_temperatures: tuple[float, ...] = (0.5, 0.7, 1.0)
+    # the report's labelled "checked" row (stage checked@<experiment>,
+    # cashg/evaluation/checked_stage.py): the test lines written again with this many
+    # candidates per character, the benchmark's glyph reader keeping the one it reads best;
+    # Table 2 itself stays the model alone (``check``, 0 by default)
+    checked_row: int = 4
+
+    def __post_init__(self) -> None:
+        if self.checked_row < 1:
+            raise ValueError(f"generate.checked_row must be >= 1, got {self.checked_row}")
 
     # keys of earlier versions -> where they live now (cashg.core.params names both in its error)
     moved_keys: ClassVar[dict[str, str]] = {"n_refs": "model.style_refs"}

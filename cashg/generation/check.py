@@ -1,0 +1,90 @@
+"""Writing that checks itself: each character drawn ``K`` times and the best reading kept.
+
+Sampling and ranking is an established way to buy legibility at decoding time for ink
+generation (Afonin et al., "Sampling and Ranking for Digital Ink Generation on a tight
+computational budget", ICDAR 2023). Here the ranker is the benchmark's glyph reader
+(:mod:`cashg.recognition.glyphs`, trained on its ground-truth glyphs): for every character of a
+line the sampler (:mod:`cashg.generation.sampling`, ``check = K``) draws K candidates in one
+batch from the same line state, and :class:`CharacterCheck` keeps the one read as the intended
+character with the highest probability, preferring candidates that ended before the point
+cap; the line goes on from the kept candidate. Spaces and characters the reader does not know
+are not read: the first candidate is kept.
+
+The figures that judge a check never come from the ranker: the benchmark's line recognizer
+(:mod:`cashg.recognition.recognizer`, a different model in a different file) reads the lines
+(docs/generate.md, "Checked writing").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cashg.model.writer_gap import whitespace
+from cashg.recognition.glyphs import GlyphInk, GlyphReader
+
+CAPPED_PENALTY = 2.0  # a candidate the point cap ended ranks below every one that ended itself
+
+
+class CheckError(ValueError):
+    """A check that cannot run (no glyph reader for the run, a bad K); says what to do."""
+
+
+@dataclass
+class CharacterCheck:
+    """The glyph reader that ranks the ``k`` candidates of each character; the first
+    ``keep_examples`` rankings are kept in :attr:`examples` (candidates, scores, the kept
+    index) for a picture."""
+
+    reader: GlyphReader
+    k: int
+    keep_examples: int = 0
+    examples: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise CheckError(f"check: the number of candidates must be >= 1, got {self.k}")
+
+    @classmethod
+    def load(cls, path: Path | None, k: int) -> CharacterCheck:
+        """The check with the glyph reader saved at ``path`` (``recognizer@<benchmark>``
+        writes ``results/recognizer/<benchmark>/glyph_reader.pt``); a clear error when there
+        is none."""
+        if path is None or not Path(path).is_file():
+            raise CheckError(
+                f"check {k} asks for a glyph reader, and there is none"
+                f"{'' if path is None else f' at {path}'}: a benchmark's reader is trained by "
+                "its recognizer stage (list the benchmark in recognizer.benchmarks and run "
+                "recognizer@<benchmark>), or sample without the check (check 0)")
+        return cls(GlyphReader.load(Path(path)), k)
+
+    def checked(self, codepoints: torch.Tensor) -> torch.Tensor:
+        """(B, S) bool: the characters that are read (in the reader's alphabet, no space)."""
+        known = torch.tensor([ord(c) for c in self.reader.alphabet], dtype=codepoints.dtype,
+                             device=codepoints.device)
+        return torch.isin(codepoints, known) & ~whitespace(codepoints)
+
+    def choose(self, candidates: Sequence[GlyphInk], capped: np.ndarray) -> np.ndarray:
+        """(G,) the index (0..k-1) kept in each of G groups of ``k`` consecutive candidates
+        (each ``GlyphInk.char`` the intended character), ``capped`` (G * k,) bool: the point
+        cap ended the candidate. The highest probability of the intended character wins, a
+        capped candidate loses to any that ended itself, the first wins a tie."""
+        scores = self.scores(candidates, capped).reshape(-1, self.k)  # (G, k)
+        kept = scores.argmax(1)
+        for g in range(min(len(kept), self.keep_examples - len(self.examples))):
+            self.examples.append((list(candidates[g * self.k:(g + 1) * self.k]),
+                                  scores[g].tolist(), int(kept[g])))
+        return kept
+
+    def scores(self, candidates: Sequence[GlyphInk], capped: np.ndarray) -> np.ndarray:
+        """(N,) the ranking score of each candidate: the reader's probability of its intended
+        character, less :data:`CAPPED_PENALTY` when the cap ended it."""
+        probs, inked = self.reader.probabilities(candidates)
+        index = {c: i for i, c in enumerate(self.reader.alphabet)}
+        want = np.array([index[g.char] for g in candidates], dtype=np.int64)
+        p = np.where(inked, probs[np.arange(len(candidates)), want], 0.0)
+        return p - CAPPED_PENALTY * np.asarray(capped, dtype=np.float64)
