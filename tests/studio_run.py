@@ -53,6 +53,14 @@ def make_tiny_run(root: Path) -> Path:
     save_model_checkpoint(results / "train" / "tiny" / "model.pt", model, TINY,
                           {"char_inventory": list(INVENTORY)})
     _style_h5(results / "subsets" / "tiny" / "test" / "style.h5")
+    from cashg.core.config.model import GlyphReaderConfig
+    from cashg.recognition.glyphs import GlyphReader, GlyphReaderNet
+
+    cfg = GlyphReaderConfig(width=4)  # a random glyph reader: "check each letter" works
+    letters = INVENTORY.replace(" ", "")
+    (results / "recognizer" / "tiny").mkdir(parents=True)
+    GlyphReader(GlyphReaderNet(len(letters), cfg.image_size, cfg.width), letters, cfg).save(
+        results / "recognizer" / "tiny" / "glyph_reader.pt")
     pic = Image.fromarray(np.full((20, 60), 200, np.uint8))
     for sub in ("report/images/generated_tiny.png", "generate/tiny/lines.png",
                 "new_text/tiny/lines.png"):

@@ -246,17 +246,18 @@ def check_dag(root: Path, datasets: list[str], benchmarks: dict[str, str],
     """Both views agree and have exactly the swap's stages: one train / generate / evaluate
     stage per experiment (one per benchmark, named after it, plus the ablation ``cells``), a
     recognizer stage per benchmark of ``recognizers`` and a new-text, decoding-curve and
-    glyph-test stage per experiment of ``new_text``; returns the DVC view."""
+    glyph-test and checked-writing stage per experiment of ``new_text``; returns the DVC
+    view."""
     from workflow.check_views import diff_views, dvc_view, snakemake_view
 
     dvc = dvc_view(root)
     snake = snakemake_view(root)
     assert diff_views(snake, dvc) == []
     expected = {"demo_corpus", "report", "recognizer_list", "decoding_curve_list",
-                "glyph_test_list"}
+                "glyph_test_list", "checked_list"}
     expected |= {f"recognizer__{bench}" for bench in recognizers}
     expected |= {f"{stage}__{exp}" for exp in new_text
-                 for stage in ("new_text", "decoding_curve", "glyph_test")}
+                 for stage in ("new_text", "decoding_curve", "glyph_test", "checked")}
     for key in datasets:
         expected |= {f"{stage}__{key}" for stage in ("parse", "summary", "preprocess")}
     for bench in benchmarks:
@@ -512,6 +513,9 @@ def test_brush_runs_to_the_report(brush_whole):
     skipped = _json(brush_whole / "results/new_text/dsd/details.json")["skipped_sentences"]
     assert any("not among the characters" in why for why in skipped.values())
     assert "| dsd | CASHG (this run) |" in report
+    checked = _json(brush_whole / "results/checked/dsd/metrics.json")  # the labelled row
+    assert checked["CHECK"] >= 1 and checked["CER"] is not None
+    assert "| dsd | CASHG (this run), checked ✓ |" in report and "## Checked writing" in report
 
 
 @pytest.fixture(scope="module")

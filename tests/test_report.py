@@ -411,3 +411,29 @@ def test_table3_without_per_sentence_scores_falls_back(tmp_path):
     assert rows == table3_markdown([  # today's table
         (b, f, json.loads((results / "evaluate" / exp / "metrics.json").read_text()))
         for exp, (b, f) in ABLATION.items()]).splitlines()[2:]
+
+
+def test_report_adds_a_labelled_checked_row_beside_the_model_alone(tmp_path):
+    """Table 2's model row stays the model alone; ``results/checked/<exp>/`` adds a row marked
+    checked under it, and a section with both rows' legibility, the cost and the candidates."""
+    from PIL import Image
+
+    results = tmp_path / "results"
+    (results / "evaluate" / "dsd").mkdir(parents=True)
+    (results / "evaluate" / "dsd" / "metrics.json").write_text(json.dumps(
+        {**_metrics(0.1), "CER": 0.113, "WER": 0.44, "ERR_upper": 0.58}))
+    (results / "checked" / "dsd").mkdir(parents=True)
+    (results / "checked" / "dsd" / "metrics.json").write_text(json.dumps(
+        {**_metrics(0.1), "CER": 0.071, "WER": 0.31, "ERR_upper": 0.29, "CHECK": 4,
+         "SECONDS_per_line": 1.25, "CAP_upper": 0.0, "CAP_digit": 0.01, "CAP_lower": 0.0}))
+    Image.new("L", (20, 10), 255).save(results / "checked" / "dsd" / "candidates.png")
+    text = _report(results, tmp_path / "report", "dsd", ablation={})
+    rows = [line for line in text.splitlines() if line.startswith("| dsd | CASHG")]
+    assert [r.split(" | ")[1] for r in rows] == ["CASHG (this run)", "CASHG (this run), checked ✓"]
+    assert "| 0.071 | 0.31 |" not in rows[0] and "0.07 | 0.31" in rows[1]
+    section = _table_section(text, "## Checked writing")
+    assert "drawn 4 times" in section and "1.25 s a line" in section
+    assert "| model alone | 0.113 | 0.440 | 0.580 |" in section
+    assert "| checked, K = 4 | 0.071 | 0.310 | 0.290 |" in section
+    assert "images/checked_dsd.png" in section
+    assert (tmp_path / "report" / "images" / "checked_dsd.png").is_file()

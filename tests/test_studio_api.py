@@ -96,6 +96,37 @@ def test_info_lists_writers_alphabet_decoding_and_limits(client):
         assert r.status_code == 200 and "http://" not in r.text and "https://" not in r.text
 
 
+def test_check_each_letter_with_the_runs_glyph_reader(run_dir):
+    """A run with a glyph reader checks each letter by default (``/api/info`` says so and
+    with how many drawings); ``"check": false`` writes the model alone; a bad value, or a
+    check asked of a studio without a reader, is a clear 400."""
+    run = open_run(run_dir)
+    assert run.glyph_reader("tiny") == run_dir / "recognizer" / "tiny" / "glyph_reader.pt"
+    lim = Limits(max_char_points=6)
+    from cashg.core.config.model import SamplingOptions
+
+    engine = Engine(run.checkpoints["tiny"], [Writer(*w) for w in list_writers(
+        run.style_h5["tiny"])], SamplingOptions(temperature=0.8), None, PreprocessConfig(),
+        lim, reader=run.glyph_reader("tiny"), check_k=3)
+    with TestClient(create_app(Studio(run, "tiny", engine, lim))) as c:
+        assert c.get("/api/info").json()["check"] == {"available": True, "candidates": 3,
+                                                      "default": True}
+        lines = {}
+        for check in (None, True, False):
+            body = {"text": "hello", "writer": "w:0", "seed": 4}
+            if check is not None:
+                body["check"] = check
+            lines[check] = _check_line(c, c.post("/api/write", json=body), "hello")["points"]
+        assert lines[None] == lines[True] != lines[False]
+        bad = c.post("/api/write", json={"text": "hello", "writer": "w:0", "check": "yes"})
+        assert bad.status_code == 400 and "'check' must be true or false" in bad.json()["error"]
+    with TestClient(create_app(studio_of(run_dir))) as c:  # no reader
+        assert c.get("/api/info").json()["check"]["available"] is False
+        r = c.post("/api/write", json={"text": "hello", "writer": "w:0", "check": True})
+        assert r.status_code == 400 and "no glyph reader" in r.json()["error"]
+        assert c.post("/api/write", json={"text": "held", "writer": "w:0"}).status_code == 200
+
+
 def test_writer_thumbnail_is_a_png_strip(client):
     r = client.get("/api/writer.png", params={"writer": "w:1", "n": 3})
     assert r.status_code == 200 and r.headers["content-type"] == "image/png"

@@ -74,7 +74,8 @@ def server(browser_exe, tmp_path_factory):
     limits = Limits(max_char_points=8)
     engine = Engine(run.checkpoints["tiny"], [Writer(*w) for w in
                                               list_writers(run.style_h5["tiny"])],
-                    SamplingOptions(temperature=0.8), None, PreprocessConfig(), limits)
+                    SamplingOptions(temperature=0.8), None, PreprocessConfig(), limits,
+                    reader=run.glyph_reader("tiny"), check_k=2)
     srv = Server(create_app(Studio(run, "tiny", engine, limits)))
     yield srv
     srv.stop()
@@ -88,6 +89,9 @@ def test_write_a_line_in_the_browser(browser_exe, server, tmp_path):
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
+        bodies: list[dict] = []
+        page.on("request", lambda r: bodies.append(r.post_data_json)
+                if r.url.endswith("/api/write") else None)
         page.goto(server.url + "/")
         page.wait_for_selector(".writer[data-writer='w:1']")
         # what neatness costs in style, from the run's decoding curve
@@ -101,7 +105,16 @@ def test_write_a_line_in_the_browser(browser_exe, server, tmp_path):
         assert int(page.text_content("#points-count")) > 10
         assert ink_pixels(page) > 50, "the streamed strokes were not drawn"
         assert "done" in page.text_content("#status")
+        assert page.is_checked("#check") and bodies[-1]["check"] is True  # on by default
         shoot(page, tmp_path, "studio-writer.png")
+        first = page.get_attribute("#ink", "data-points")
+        page.uncheck("#check")  # the model alone: another drawing of the same line
+        page.click("#write")
+        page.wait_for_function("document.getElementById('status').textContent"
+                               ".startsWith('done')", timeout=30_000)
+        assert bodies[-1]["check"] is False and ink_pixels(page) > 50
+        assert page.get_attribute("#ink", "data-points") != first or bodies[-2]["check"]
+        page.check("#check")
 
         page.check("input[value=drawing]")  # my own handwriting: draw in three boxes
         box = page.locator("#pad").bounding_box()

@@ -111,6 +111,8 @@ def create_app(studio: Studio) -> FastAPI:
                 "seed": tuned.seed, "params": str(run.params) if run.params else None},
             "limits": limits.public(), "queue": gate.state(),
             "decoding_curve": neatness_costs(run.decoding_curve(studio.experiment)),
+            "check": ({"available": True, "candidates": engine.check.k, "default": True}
+                      if engine.check is not None else {"available": False, "default": False}),
         }
 
     @app.get("/api/writer.png")
@@ -126,6 +128,7 @@ def create_app(studio: Studio) -> FastAPI:
         payload = parse_json(await read_body(request, limits.max_body_bytes))
         req = check_write(payload, limits, engine.inventory, engine.writers)
         opts = request_options(engine.tuned, req.neatness, req.seed, limits.max_char_points)
+        engine.checks(req)  # a check the run cannot do is refused before the queue
         try:
             ticket = gate.admit()
         except QueueFull as exc:

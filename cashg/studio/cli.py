@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_studio(args: argparse.Namespace):
     """The :class:`~cashg.studio.app.Studio` of the parsed flags (loads the model)."""
     from cashg.core.config.data import PreprocessConfig
+    from cashg.core.config.model import GenerateConfig
     from cashg.core.params import load_params
     from cashg.studio.app import Studio
     from cashg.studio.decoding import tuned_options
@@ -69,9 +70,15 @@ def build_studio(args: argparse.Namespace):
                     timeout_s=args.timeout)
     threads = args.threads or max(1, (os.cpu_count() or 1) // limits.concurrency)
     subsets = params.get("subsets")
-    engine = Engine(run.checkpoints[experiment], writers, tuned_options(params.get("generate")),
+    generate = params.get("generate")
+    reader = run.glyph_reader(experiment)
+    if reader is None:
+        print(f"cashg studio: no glyph reader for {experiment}; letters are not checked",
+              file=sys.stderr)
+    engine = Engine(run.checkpoints[experiment], writers, tuned_options(generate),
                     subsets.style if subsets is not None else None,
-                    params.get("preprocess") or PreprocessConfig(), limits, threads)
+                    params.get("preprocess") or PreprocessConfig(), limits, threads, reader,
+                    generate.checked_row if generate is not None else GenerateConfig().checked_row)
     return Studio(run, experiment, engine, limits)
 
 

@@ -12,6 +12,7 @@ runs torch with ``threads`` intra-op threads (the command's default: cores / con
 from __future__ import annotations
 
 import base64
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -61,7 +62,7 @@ class Engine:
 
     def __init__(self, checkpoint: Path, writers: list[Writer], tuned: SamplingOptions,
                  style: StyleConfig | None, preprocess: PreprocessConfig, limits: Limits,
-                 threads: int = 1):
+                 threads: int = 1, reader: Path | None = None, check_k: int = 4):
         import torch
 
         from cashg.model.checkpoint import load_model
@@ -76,6 +77,12 @@ class Engine:
                              f"{self.cfg.style_image_size} (wrong params file for {checkpoint}?)")
         self.preprocess, self.tuned, self.limits = preprocess, tuned, limits
         self.writers = {w.id: w for w in writers}
+        # "check each letter" (cashg.generation.check): the benchmark's glyph reader, K drawings
+        self.check = None
+        if reader is not None:
+            from cashg.generation.check import CharacterCheck
+
+            self.check = CharacterCheck.load(reader, check_k)
         # torch's intra-op thread count is per calling thread: set it in each worker
         self.executor = ThreadPoolExecutor(limits.concurrency, thread_name_prefix="studio-gen",
                                            initializer=torch.set_num_threads,
@@ -189,12 +196,23 @@ class Engine:
                 flush()
 
         writer_id = req.writer or "drawn"
+        check = self.check if self.checks(req) else None
+        if check is not None:
+            opts = dataclasses.replace(opts, check=check.k)
         (sentence,) = generate_sentences(self.model, [req.text], torch.from_numpy(refs), opts,
                                          writer_id=writer_id, id_prefix="studio",
-                                         on_step=on_step, writer_gap=gap)
+                                         on_step=on_step, writer_gap=gap, check=check)
         flush()
         return Written(sentence, note, float(clock["first"] or 0.0),
                        time.perf_counter() - started, int(clock["steps"]))
+
+    def checks(self, req: WriteRequest) -> bool:
+        """Whether ``req`` is written checked: asked for (on by default) and a reader loaded;
+        asking for a check without a reader is a :class:`BadRequest`."""
+        if req.check and self.check is None:
+            raise BadRequest("this run has no glyph reader to check each letter with (the "
+                             "benchmark's recognizer stage trains one)")
+        return self.check is not None and req.check is not False
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -3,7 +3,9 @@
 
 Body: ``{"text": str, "writer": str}`` or ``{"text": str, "drawing": {"height": px,
 "glyphs": [{"char": str, "strokes": [[[x, y], ...], ...]}, ...]}}``, plus optional
-``"neatness"`` (0 loose .. 1 neat; absent: the run's tuned decoding) and ``"seed"`` (int).
+``"neatness"`` (0 loose .. 1 neat; absent: the run's tuned decoding), ``"seed"`` (int) and
+``"check"`` (bool: check each letter with the run's glyph reader; absent: the studio's
+default).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from cashg.studio.limits import Limits
 from cashg.studio.references import DrawnGlyph
 
-KEYS = {"text", "writer", "drawing", "neatness", "seed"}
+KEYS = {"text", "writer", "drawing", "neatness", "seed", "check"}
 MAX_SEED = 2**31 - 1
 
 
@@ -40,6 +42,7 @@ class WriteRequest:
     glyphs: list[DrawnGlyph] | None
     neatness: float | None
     seed: int
+    check: bool | None = None  # None: the studio's default
 
 
 def parse_json(body: bytes) -> object:
@@ -137,5 +140,8 @@ def check_write(payload: object, limits: Limits, inventory: Collection[str] | No
     seed = payload.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise BadRequest(f"'seed' must be an integer from 0 to {MAX_SEED}")
+    check = payload.get("check")
+    if check is not None and not isinstance(check, bool):
+        raise BadRequest("'check' must be true or false")
     return WriteRequest(text, writer, glyphs, None if neatness is None else float(neatness),
-                        seed)
+                        seed, check)

@@ -33,6 +33,7 @@ class Run:
     checkpoints: dict[str, Path]
     style_h5: dict[str, list[tuple[str, Path]]] = field(default_factory=dict)
     params: Path | None = None
+    benchmarks: dict[str, str] = field(default_factory=dict)  # experiment -> its benchmark
 
     @property
     def experiments(self) -> list[str]:
@@ -71,6 +72,15 @@ class Run:
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return rows if isinstance(rows, list) else None
+
+    def glyph_reader(self, experiment: str) -> Path | None:
+        """``recognizer/<benchmark>/glyph_reader.pt`` of the experiment's benchmark (the
+        reader that checks each letter, :mod:`cashg.generation.check`), when the run has one."""
+        if self.root is None or experiment not in self.checkpoints:
+            return None
+        p = self.root / "recognizer" / self.benchmarks.get(experiment, experiment) / \
+            "glyph_reader.pt"
+        return p if p.is_file() else None
 
     def picture(self, experiment: str, kind: str) -> Path | None:
         """``<stage>/<experiment>/lines.png`` for a kind of :data:`PICTURES`."""
@@ -127,13 +137,14 @@ def open_run(path: Path, params: Path | None = None, style_h5: Path | None = Non
         raise RunError(f"{root}: no train/<experiment>/model.pt (is this a results folder?)")
     params = params if params is not None else find_params(root)
     mapping = _benchmarks(params)
-    styles = {}
+    styles, benchmarks = {}, {}
     for name in checkpoints:
         benchmark, split = mapping.get(name, (name, "test"))
+        benchmarks[name] = benchmark
         styles[name] = _style_files(root, benchmark, split)
         if style_h5 is not None:
             styles[name] = [("given", Path(style_h5)), *styles[name]]
-    return Run(root, checkpoints, styles, params)
+    return Run(root, checkpoints, styles, params, benchmarks)
 
 
 def list_writers(files: list[tuple[str, Path]]) -> list[tuple[str, str, Path]]:

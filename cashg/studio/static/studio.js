@@ -22,6 +22,12 @@ async function loadInfo() {
   $("experiment").textContent = "· " + info.experiment;
   $("text").maxLength = info.limits.max_text_chars;
   $("text-hint").textContent = info.alphabet ? "The model writes these characters: " + info.alphabet : "";
+  const check = $("check");
+  check.checked = !!(info.check && info.check.default);
+  check.disabled = !(info.check && info.check.available);
+  check.parentElement.title = info.check && info.check.available
+    ? "each letter drawn " + info.check.candidates + " times; the run's glyph reader keeps the drawing it reads best"
+    : "this run has no glyph reader to check letters with";
   const neat = $("neatness");
   neat.value = info.decoding.neatness.toFixed(2);
   const tick = document.createElement("option");
@@ -174,6 +180,7 @@ function setStatus(text, isError) { $("status").textContent = text; $("status").
 
 function requestBody() {
   const body = { text: $("text").value, seed: parseInt($("seed").value || "0", 10), neatness: parseFloat($("neatness").value) };
+  if (state.info && state.info.check && state.info.check.available) body.check = $("check").checked;
   if (document.querySelector("input[name=style]:checked").value === "writer") body.writer = state.writer;
   else {
     const letters = (state.info && state.info.suggested) || [];
