@@ -36,3 +36,16 @@ def test_profile_dry_run_plans_gpu_training():
     assert "gres=gpu:1" in resources["train__dsd"]
     assert "slurm_partition=gpu" in resources["train__merged_neither"]
     assert "gres" not in resources["parse__iam"]
+
+
+def test_every_run_reruns_what_a_killed_run_left_incomplete():
+    """``snakemake --cores all`` (and ``scripts/demo.sh``) reads the workflow profile
+    ``profiles/default``, which reruns incomplete jobs: after a kill the same command goes on,
+    with no flag to add. The SLURM profile says the same for its resubmissions."""
+    default = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
+    assert default["rerun-incomplete"] is True
+    assert yaml.safe_load((PROFILE / "config.yaml").read_text())["rerun-incomplete"] is True
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr

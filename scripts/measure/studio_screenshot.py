@@ -2,14 +2,16 @@
 
     python scripts/measure/studio_screenshot.py --run results \\
         --text "Meet Hank at Gate B9 at 12:45, April 2026." --writer brush:50 \\
-        --out docs/images/studio.png [--port 8765] [--chromium /usr/bin/chromium]
+        --out docs/images/studio.png [--check on|off] [--port 8765] \
+        [--chromium /usr/bin/chromium]
 
 Starts ``cashg studio --run RUN`` on the loopback address, opens its page with Playwright in
 the given Chromium (``CASHG_CHROMIUM``, else the first of chromium / chromium-browser /
 google-chrome on PATH), types the sentence, picks the writer, writes it at the run's tuned
-decoding (the neatness slider as the page opens it), waits until the line is complete, saves a
-screenshot of the page and prints how many points were drawn and how long the line took. The
-server is stopped afterwards, whatever happens.
+decoding (the neatness slider as the page opens it) with "check each letter" as ``--check``
+says (default: as the page opens), waits until the line is complete, saves a screenshot of the
+page and prints how many points were drawn, the time to the first stroke and to the whole
+line. The server is stopped afterwards, whatever happens.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--chromium", default=None)
+    ap.add_argument("--check", choices=("on", "off"), default=None,
+                    help="the page's 'check each letter' switch (default: as it opens)")
     args = ap.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -77,17 +81,22 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_selector(writer, timeout=60_000)
             page.fill("#text", args.text)
             page.click(writer)
+            if args.check is not None and not page.is_disabled("#check"):
+                page.set_checked("#check", args.check == "on")
+            checked = page.is_checked("#check")
             start = time.perf_counter()
             page.click("#write")
             page.wait_for_function("document.getElementById('status').textContent"
                                    ".startsWith('done')", timeout=120_000)
             seconds = time.perf_counter() - start
             points = page.get_attribute("#ink", "data-points")
+            status = page.text_content("#status")
             args.out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(args.out), full_page=True)
             browser.close()
-        print(f"studio: wrote {args.text!r} as {args.writer}: {points} points in "
-              f"{seconds:.2f} s (page round trip) -> {args.out}")
+        print(f"studio: wrote {args.text!r} as {args.writer}"
+              f"{', each letter checked' if checked else ''}: {points} points in "
+              f"{seconds:.2f} s (page round trip; the page: {status}) -> {args.out}")
     finally:
         server.terminate()
         try:
