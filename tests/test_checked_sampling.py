@@ -155,3 +155,17 @@ def test_a_candidate_the_cap_ended_loses_to_one_that_ended_itself():
     assert check.choose([wide, narrow], np.array([False, False])).tolist() == [0]
     assert check.choose([wide, narrow], np.array([True, False])).tolist() == [1]
     assert check.choose([narrow, narrow], np.array([False, False])).tolist() == [0]
+
+
+def test_the_checked_stage_never_lets_the_ranker_judge(tmp_path, capsys):
+    """The checked stage ranks with the glyph reader and scores with the line recognizer:
+    one file given as both is refused before anything is generated."""
+    from cashg.evaluation.checked_stage import main
+
+    same = tmp_path / "model.pt"
+    same.write_bytes(b"")
+    rc = main(["--checkpoint", str(tmp_path / "none.pt"), "--subsets", str(tmp_path),
+               "--reader", str(same), "--recognizer", str(same), "--benchmark", "b",
+               "--out", str(tmp_path / "out")])
+    assert rc == 2 and "must be different models" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

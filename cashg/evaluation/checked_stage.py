@@ -137,14 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     gt, style = args.subsets / "test" / "gt.h5", args.subsets / "test" / "style.h5"
     t0 = time.perf_counter()
     try:
+        if args.recognizer.resolve() == args.reader.resolve():
+            raise CheckError(f"{args.reader}: the ranker (the glyph reader) and the judge (the "
+                             "line recognizer) must be different models")
         gcfg = load_params(args.params)["generate"]
         k = gcfg.checked_row if args.check is None else args.check
         gcfg = dataclasses.replace(gcfg, check=k)
         check = CharacterCheck.load(args.reader, k)
         check.keep_examples = 12
         model, cfg, _ = load_model(args.checkpoint, map_location="cpu")
-        if args.recognizer.resolve() == args.reader.resolve():
-            raise CheckError(f"{args.reader}: the ranker and the judge must be different models")
         started = time.perf_counter()
         pred, gts = generate_split(model, cfg, gcfg, gt, style, "cpu", not args.no_progress,
                                    check)
