@@ -48,6 +48,7 @@ def sources(experiment: str, benchmark: str, baseline: str) -> dict[str, str]:
         "decoding_curve": f"decoding_curve/{experiment}/metrics.json",
         "train": f"train/{experiment}/train_summary.json",
         "baseline": f"evaluate/{baseline}/metrics.json",
+        "checked": f"checked/{experiment}/metrics.json",
     }
 
 
@@ -66,6 +67,8 @@ KEYS = {
     "decoding_curve": (),
     "train": ("iterations", "seconds_this_session", "trainable_parameters"),
     "baseline": ("CER", "WER", "STYLE_top1", "GAP_ratio"),
+    "checked": ("CHECK", "CER", "WER", "ERR_upper", "ERR_digit", "STYLE_top1",
+                "SECONDS_per_line"),
 }
 
 
@@ -146,6 +149,14 @@ def rows(record: dict) -> list[Row]:
             lambda v: _join(v["evaluate"], err),
             lambda v: "ground truth " + _join(v["evaluate"], [f"{k}_gt" for k in err]),
             lambda v: "the same file: `ERR_<class>`, `ERR_<class>_gt`"),
+        Row("checked writing (each character drawn K times, the glyph reader keeping the"
+            " best; not the paper's protocol): K / CER / WER / capitals / digits read wrong /"
+            " Style top-1", ("checked",),
+            lambda v: f"{v['checked']['CHECK']} / " + _join(
+                v["checked"], ["CER", "WER", "ERR_upper", "ERR_digit", "STYLE_top1"], 3),
+            lambda v: f"{_f(v['checked']['SECONDS_per_line'])} s a line to sample",
+            lambda v: f"`{src['checked']}`: `CHECK`, `CER`, `WER`, `ERR_<class>`,"
+                      " `STYLE_top1`, `SECONDS_per_line`"),
         Row("DTW_norm (the paper's trajectory distance; lower is closer)",
             ("evaluate",),
             lambda v: _f(v["evaluate"]["DTW_norm"]),

@@ -169,3 +169,22 @@ def test_the_checked_stage_never_lets_the_ranker_judge(tmp_path, capsys):
                "--out", str(tmp_path / "out")])
     assert rc == 2 and "must be different models" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_candidate_far_longer_than_one_that_ended_is_given_up():
+    """Candidates that run on do not hold their sentence to the cap: once a candidate has
+    ended by itself, one still drawing at twice its points (and 16 more) is ended (and ranked
+    last), so no candidate is ever longer than twice the longest of the others plus 17."""
+    torch.manual_seed(0)
+    m = CASHG(TINY).eval()
+    with torch.no_grad():  # ends are rare: some characters run long
+        m.head.proj.bias[:4] = torch.tensor([3.5, 0.0, -0.5, -0.5])
+    cap = 120
+    reader = RecordingReader()
+    _sample(m, SamplingOptions(seed=1, max_char_points=cap, check=4), reader,
+            ["hello", "there"])
+    groups = [reader.seen[j:j + 4] for j in range(0, len(reader.seen), 4)]
+    lengths = [sorted(len(g.xy) for g in group) for group in groups]
+    assert any(ls[-1] > 20 for ls in lengths)  # some ran long
+    for ls in lengths:
+        assert ls[-1] <= 2 * ls[-2] + 17 or ls[-1] == cap, ls

@@ -59,7 +59,10 @@ same points, cached or not.
 written by K rows side by side, which share one line state at the start of each character and
 draw it independently; a row that ends the character waits until the K have ended, the
 benchmark's glyph reader ranks the K drawings, and every row of the sentence goes on from the
-kept one (its point tokens, count, height in the line and last pen state). Only kept points
+kept one (its point tokens, count, height in the line and last pen state). A candidate still
+drawing at twice the points of the longest one that ended by itself (and 16 more) is given up
+as the cap would end it: a run-on is ranked last anyway, and waiting for it to reach the cap
+would cost its sentence up to ``max_char_points`` steps per character. Only kept points
 are returned and passed to ``on_step`` (at the moment their character is chosen). With K = 1
 the one row is kept at once, and the points are those of the unchecked sampler, bit for bit.
 
@@ -92,6 +95,9 @@ from cashg.recognition.glyphs import GlyphInk
 PU, CURSIVE_EOC, EOC = 1, 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
 COMPACT_BELOW = 0.75  # drop finished rows from the step once fewer than this share is live
+# check: a candidate still drawing at this many times the points of the longest candidate of
+# its character that ended by itself, plus the margin, is given up (_Rows._give_up)
+GIVE_UP_FACTOR, GIVE_UP_MARGIN = 2, 16
 DEFAULTS = SamplingOptions()  # the default sampling options (frozen)
 GREEDY = SamplingOptions(greedy=True)
 
@@ -380,7 +386,7 @@ class _Rows:
         self.t = t + active  # finished (and waiting) rows stay at their slot
         ends = (pen >= CURSIVE_EOC) & active  # (W,)
         if self.check is not None:
-            if bool(ends.any()):
+            if bool(ends.any()) or self.any_waiting:
                 ends, t = self._resolve(ends)
             else:
                 return True
@@ -436,6 +442,8 @@ class _Rows:
         character, and (W,) the index of each row's last point (as the step's ``t``)."""
         k = self.check.k
         self.waiting = self.waiting | ends
+        if k > 1:
+            self._give_up(k)
         ready = (self.waiting | ~self.live).view(-1, k).all(1) & self.live.view(-1, k)[:, 0]
         g = ready.nonzero()[:, 0]  # (G,) groups whose K candidates have all ended
         out = torch.zeros_like(ends)
@@ -472,6 +480,24 @@ class _Rows:
         self.any_waiting = bool(self.waiting.any())
         out[to] = True
         return out, self.t - 1
+
+    def _give_up(self, k: int) -> None:
+        """End the candidates still drawing at :data:`GIVE_UP_FACTOR` times the points of the
+        longest candidate of their character that ended by itself (and :data:`GIVE_UP_MARGIN`
+        more): a run-on the reader would rank last anyway, since a candidate the cap ended
+        loses to any that ended itself. Marked as ended by the cap (EOC on its last point), it
+        stops costing its sentence steps."""
+        t = self.t
+        last = (t - 1).clamp(min=0)
+        natural = self.waiting & ~self.cand_forced[self.rows, last]  # (W,) ended by itself
+        longest = torch.where(natural, t, 0).view(-1, k).amax(1)  # (G,)
+        limit = (GIVE_UP_FACTOR * longest + GIVE_UP_MARGIN).repeat_interleave(k)  # (W,)
+        over = self.live & ~self.waiting & (longest > 0).repeat_interleave(k) & (t > limit)
+        if bool(over.any()):
+            r = over.nonzero()[:, 0]
+            self.cand_forced[r, last[r]] = True
+            self.cand_pen[r, last[r]] = EOC
+            self.waiting = self.waiting | over
 
     def _choose(self, rows: torch.Tensor, n: torch.Tensor, codepoints: torch.Tensor):
         """(G,) the reader's choice among the candidates ``rows`` (G, K) of G characters
