@@ -8,13 +8,19 @@ import pytest
 import torch
 
 from cashg.core.config.model import GlyphReaderConfig
+from cashg.core.ink import GlyphInk
 from cashg.generation.check import CAPPED_PENALTY, CharacterCheck, CheckError
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.losses import most_probable_mean, space_gap_points
 from cashg.model import CASHG
 from cashg.model.batch import SequenceSample, collate
 from cashg.model.presets import TINY, with_changes
-from cashg.recognition.glyphs import GlyphInk, GlyphReader, GlyphReaderNet
+from cashg.recognition.glyphs import (
+    GlyphReader,
+    GlyphReaderError,
+    GlyphReaderNet,
+    reader_for_check,
+)
 
 torch.set_num_threads(1)
 TEXTS = ["Hello there 42", "hi", "a b"]
@@ -142,8 +148,8 @@ def test_checked_cached_and_uncached_give_the_same_points():
 def test_a_check_without_a_reader_is_a_clear_error():
     with pytest.raises(CheckError, match="glyph reader"):
         _sample(_model(), SamplingOptions(check=2))
-    with pytest.raises(CheckError, match="no-such-reader.pt"):
-        CharacterCheck.load("no-such-reader.pt", 2)
+    with pytest.raises(GlyphReaderError, match="no-such-reader.pt: .*recognizer stage"):
+        reader_for_check("no-such-reader.pt", 2)
     with pytest.raises(ValueError, match="check must be >= 0"):
         _sample(_model(), SamplingOptions(check=-1))
 

@@ -37,6 +37,17 @@ class InkFormatError(ValueError):
     """A file or sentence that does not follow the cashg-ink format."""
 
 
+@dataclass(frozen=True)
+class GlyphInk:
+    """One glyph: ``xy`` (N, 2) in its line's frame (y down, sentence height 1), ``pen`` (N,)
+    pen states, ``char`` the character it is meant to be ("" when unknown): what a glyph
+    reader reads (:mod:`cashg.recognition.glyphs`)."""
+
+    xy: np.ndarray
+    pen: np.ndarray
+    char: str = ""
+
+
 @dataclass(frozen=True, eq=False)
 class InkSentence:
     """One sentence: ``points`` (N, 3) float32 ``[x, y, pen]`` and ``char_index`` (N,) int32."""

@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from cashg.generation.outputs import write_split_outputs
     from cashg.generation.split import generate_split
     from cashg.model.checkpoint import CheckpointError, load_model
+    from cashg.recognition.glyphs import reader_for_check
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         gcfg = load_params(args.params)["generate"]
         k = gcfg.checked_row if args.check is None else args.check
         gcfg = dataclasses.replace(gcfg, check=k)
-        check = CharacterCheck.load(args.reader, k)
+        check = CharacterCheck(reader_for_check(args.reader, k), k)
         check.keep_examples = 12
         model, cfg, _ = load_model(args.checkpoint, map_location="cpu")
         started = time.perf_counter()

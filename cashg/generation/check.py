@@ -19,19 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from cashg.core.ink import GlyphInk
 from cashg.model.writer_gap import whitespace
-from cashg.recognition.glyphs import GlyphInk, GlyphReader
 
 CAPPED_PENALTY = 2.0  # a candidate the point cap ended ranks below every one that ended itself
 
 
 class CheckError(ValueError):
-    """A check that cannot run (no glyph reader for the run, a bad K); says what to do."""
+    """A check that cannot run (no glyph reader given, a bad K); says what to do."""
+
+
+class GlyphRanker(Protocol):
+    """What a check needs of a glyph reader (:class:`cashg.recognition.glyphs.GlyphReader`,
+    loaded by the caller with ``reader_for_check``): its alphabet and its probabilities."""
+
+    alphabet: str
+
+    def probabilities(self, glyphs: Sequence[GlyphInk]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass
@@ -40,7 +49,7 @@ class CharacterCheck:
     ``keep_examples`` rankings are kept in :attr:`examples` (candidates, scores, the kept
     index) for a picture."""
 
-    reader: GlyphReader
+    reader: GlyphRanker
     k: int
     keep_examples: int = 0
     examples: list = field(default_factory=list)
@@ -48,19 +57,6 @@ class CharacterCheck:
     def __post_init__(self) -> None:
         if self.k < 1:
             raise CheckError(f"check: the number of candidates must be >= 1, got {self.k}")
-
-    @classmethod
-    def load(cls, path: Path | None, k: int) -> CharacterCheck:
-        """The check with the glyph reader saved at ``path`` (``recognizer@<benchmark>``
-        writes ``results/recognizer/<benchmark>/glyph_reader.pt``); a clear error when there
-        is none."""
-        if path is None or not Path(path).is_file():
-            raise CheckError(
-                f"check {k} asks for a glyph reader, and there is none"
-                f"{'' if path is None else f' at {path}'}: a benchmark's reader is trained by "
-                "its recognizer stage (list the benchmark in recognizer.benchmarks and run "
-                "recognizer@<benchmark>), or sample without the check (check 0)")
-        return cls(GlyphReader.load(Path(path)), k)
 
     def checked(self, codepoints: torch.Tensor) -> torch.Tensor:
         """(B, S) bool: the characters that are read (in the reader's alphabet, no space)."""

@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"cashg generate: decoding defaults: {exc}", file=sys.stderr)
         return 2
-    print(f"{note}; {checked}", file=sys.stderr)
+    print(note, file=sys.stderr)
+    print(f"cashg generate: {checked}", file=sys.stderr)
     if args.writer is not None:  # before the model loads: a wrong id fails at once
         from cashg.generation.inputs import check_writer
 
@@ -227,11 +228,12 @@ def _generate(args: argparse.Namespace, options: SamplingOptions,
             " from a writer's lines beside --style-h5)"), file=sys.stderr)
     check = None
     if options.check:
-        from cashg.generation.check import CharacterCheck, CheckError
+        from cashg.generation.check import CharacterCheck
+        from cashg.recognition.glyphs import reader_for_check
 
         try:
-            check = CharacterCheck.load(reader, options.check)
-        except (CheckError, ValueError) as exc:
+            check = CharacterCheck(reader_for_check(reader, options.check), options.check)
+        except ValueError as exc:
             print(f"cashg generate: {exc}", file=sys.stderr)
             return 2
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),

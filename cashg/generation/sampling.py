@@ -83,14 +83,13 @@ import torch
 import torch.nn.functional as F
 
 from cashg.core.config.model import SamplingOptions
-from cashg.core.ink import InkSentence, make_sentence
+from cashg.core.ink import GlyphInk, InkSentence, make_sentence
 from cashg.generation.check import CharacterCheck, CheckError
 from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import PointContext, count_feature
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
 from cashg.model.writer_gap import whitespace
-from cashg.recognition.glyphs import GlyphInk
 
 PU, CURSIVE_EOC, EOC = 1, 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC

@@ -2,25 +2,22 @@
 
     python -m cashg.generation.stage --checkpoint results/train/EXP/model.pt \\
         --gt results/subsets/B/SPLIT/gt.h5 --style results/subsets/B/SPLIT/style.h5 \\
-        --out results/generate/EXP [--device auto|cpu|cuda] [--threads N] \\
-        [--check K --reader results/recognizer/B/glyph_reader.pt]
+        --out results/generate/EXP [--device auto|cpu|cuda] [--threads N]
 
 The pipeline generates each benchmark's test split (``generate@<benchmark>``, Table 2) and
 the ablation benchmark's ``ablation.split``, validation by default
 (``generate_ablation@<variant>``, Table 3): :func:`cashg.generation.split.generate_split`
 with the ``generate`` params (:class:`~cashg.core.config.model.GenerateConfig`; decoding:
 ``greedy: true`` is the authors' decoding, ``greedy: false`` samples at ``temperature`` with
-Graves' sampling ``bias``; ``--check K``: each character drawn K times and the drawing the
-glyph reader ``--reader`` reads best kept, :mod:`cashg.generation.check`; the stage
-``checked@<experiment>`` uses it for the report's labelled "checked" row, Table 2 itself is
-the model alone). Outputs in ``--out``: ``pred.h5``, ``lines.png`` and
+Graves' sampling ``bias``). The model writes alone, as the paper scores it: the labelled
+"checked" row is the stage ``checked@<experiment>`` (:mod:`cashg.evaluation.checked_stage`).
+Outputs in ``--out``: ``pred.h5``, ``lines.png`` and
 ``summary.json`` (:mod:`cashg.generation.outputs`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -39,11 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--check", type=int, default=None, metavar="K",
-                        help="draw each character K times and keep the drawing the glyph "
-                             "reader reads best (default: generate.check of params)")
-    parser.add_argument("--reader", type=Path, default=None,
-                        help="the benchmark's glyph_reader.pt (needed by a check)")
     parser.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -55,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from cashg.core.ink import InkFormatError, split_of
     from cashg.core.params import ParamsError, load_section
-    from cashg.generation.check import CharacterCheck, CheckError
     from cashg.generation.inputs import unknown_characters
     from cashg.generation.outputs import decoding_record, describe_decoding, write_split_outputs
     from cashg.generation.split import generate_split
@@ -67,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         gcfg = load_section("generate", args.params)
-        if args.check is not None:
-            gcfg = dataclasses.replace(gcfg, check=args.check)
-        check = CharacterCheck.load(args.reader, gcfg.check) if gcfg.check else None
+        if gcfg.check:
+            raise ValueError(f"generate.check is {gcfg.check}: Table 2 scores the model alone "
+                             "(generate.check: 0); the checked row is generate.checked_row")
         device = resolve_device(args.device)
         model, cfg, extra = load_model(args.checkpoint, map_location=device)
         for p in (args.gt, args.style):
@@ -77,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise FileNotFoundError(f"{p}: file not found")
         origin = split_of(args.gt)
         pred, gts = generate_split(model, cfg, gcfg, args.gt, args.style, device,
-                                   not args.no_progress, check)
-    except (ParamsError, CheckpointError, InkFormatError, FileNotFoundError, CheckError,
-            ValueError, RuntimeError) as exc:
+                                   not args.no_progress)
+    except (ParamsError, CheckpointError, InkFormatError, FileNotFoundError, ValueError,
+            RuntimeError) as exc:
         print(f"generate stage: {exc}", file=sys.stderr)
         return 2
     missing = unknown_characters([s.text for s in gts], extra.get("char_inventory"))

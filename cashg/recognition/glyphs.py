@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +37,14 @@ from torch import nn
 from tqdm import tqdm
 
 from cashg.core.config.model import GlyphReaderConfig
+from cashg.core.ink import GlyphInk
 from cashg.core.params import ParamsError, build
 from cashg.core.style_render import stroke_segments
 from cashg.recognition.recognizer import read_state
 
 __all__ = ["FORMAT", "GlyphInk", "GlyphReader", "GlyphReaderError", "GlyphReaderNet",
-           "glyph_points", "point_step", "rasterise_batch", "train_glyph_reader"]
+           "glyph_points", "point_step", "rasterise_batch", "reader_for_check",
+           "train_glyph_reader"]
 
 FORMAT = "cashg-glyph-reader"
 VERSION = 1
@@ -50,16 +52,6 @@ VERSION = 1
 
 class GlyphReaderError(ValueError):
     """A glyph reader file that cannot be loaded (the message names the file)."""
-
-
-@dataclass(frozen=True)
-class GlyphInk:
-    """One glyph: ``xy`` (N, 2) in its line's frame (y down, sentence height 1), ``pen`` (N,)
-    pen states, ``char`` the character it is meant to be ("" when unknown)."""
-
-    xy: np.ndarray
-    pen: np.ndarray
-    char: str = ""
 
 
 def glyph_points(xy: np.ndarray, pen: np.ndarray, step: float) -> np.ndarray:
@@ -215,6 +207,19 @@ class GlyphReader:
         except (KeyError, ParamsError, RuntimeError) as exc:
             raise GlyphReaderError(f"{path}: inconsistent glyph reader file ({exc})") from exc
         return cls(net, state["alphabet"], cfg, state.get("meta"))
+
+
+def reader_for_check(path: Path | None, k: int) -> GlyphReader:
+    """The glyph reader at ``path`` for a check of ``k`` candidates per character
+    (:mod:`cashg.generation.check`); :class:`GlyphReaderError` that says where a reader comes
+    from when there is none."""
+    if path is None or not Path(path).is_file():
+        raise GlyphReaderError(
+            f"check {k} asks for a glyph reader, and there is none"
+            f"{'' if path is None else f' at {path}'}: a benchmark's reader is trained by its "
+            "recognizer stage (list the benchmark in recognizer.benchmarks and run "
+            "recognizer@<benchmark>), or write without the check (check 0)")
+    return GlyphReader.load(Path(path))
 
 
 def _learning_rate(cfg: GlyphReaderConfig, iteration: int) -> float:

@@ -81,8 +81,9 @@ class Engine:
         self.check = None
         if reader is not None:
             from cashg.generation.check import CharacterCheck
+            from cashg.recognition.glyphs import reader_for_check
 
-            self.check = CharacterCheck.load(reader, check_k)
+            self.check = CharacterCheck(reader_for_check(reader, check_k), check_k)
         # torch's intra-op thread count is per calling thread: set it in each worker
         self.executor = ThreadPoolExecutor(limits.concurrency, thread_name_prefix="studio-gen",
                                            initializer=torch.set_num_threads,

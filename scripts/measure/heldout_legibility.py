@@ -55,6 +55,7 @@ from cashg.evaluation.held_out import (
 from cashg.generation.check import CharacterCheck
 from cashg.metrics.placement import letter_size_ratio, summarize_placement
 from cashg.model.checkpoint import load_model
+from cashg.recognition.glyphs import reader_for_check
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import CHAR_CLASSES, char_class_errors, error_counts
 
@@ -110,7 +111,8 @@ def main() -> int:
     if args.seed is not None:
         gcfg = dataclasses.replace(gcfg, seed=args.seed)
     recognizer = Recognizer.load(args.recognizer)
-    check = CharacterCheck.load(args.reader, gcfg.check) if gcfg.check else None
+    check = (CharacterCheck(reader_for_check(args.reader, gcfg.check), gcfg.check)
+             if gcfg.check else None)
     val_writers = load_section("train", args.params).val_writers
     print(f"decoding: {gcfg}")
     print(f"reference glyphs: {args.refs or 'as the checkpoint (model.style_refs)'}")
