@@ -30,6 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_on_characters import kind as char_kind  # noqa: E402
+
 from cashg.core.ink import read_ink
 from cashg.core.params import load_section
 from cashg.core.records import PU
@@ -40,11 +43,6 @@ from cashg.model.checkpoint import load_model
 
 CLASSES = ("upper", "digit", "lower")
 BATCH = 16
-
-
-def char_class(ch: str) -> str | None:
-    return ("upper" if ch.isupper() else "digit" if ch.isdigit()
-            else "lower" if ch.islower() else None)
 
 
 def line_sample(sentence, refs: np.ndarray, gap: float | None) -> SequenceSample:
@@ -100,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {k: {"capped": [], "ended": [], "n": 0} for k in CLASSES}
     for sample, per_char in zip(samples, probs):
         for ch, pts, p in zip(sample.text, sample.chars, per_char):
-            kind = char_class(ch)
+            kind = char_kind(ch)
             if kind is None or len(pts) == 0:
                 continue
             rows[kind]["n"] += 1
