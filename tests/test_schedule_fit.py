@@ -1,17 +1,16 @@
-"""A training that fits a time budget (issue "The GPU step made sound", item 5): the schedule
-scaled from a measured rate, a deadline that still writes model.pt, and the glyph-only
-curriculum of a benchmark without bigram or sentence subsets."""
+"""A training that fits a time budget: the schedule scaled from a measured rate, and the
+glyph-only curriculum of a benchmark without bigram or sentence subsets."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from params_edits import tiny_training_params
 
 from cashg.core.config.model import TrainConfig
 from cashg.training.fit_schedule import step_seconds
@@ -123,54 +122,6 @@ def test_a_glyph_benchmark_trains_on_its_glyphs_alone(tmp_path):
                       for s in ("bigram", "sentence")}
 
 
-def _tiny_params(tmp_path: Path) -> Path:
-    """params.yaml with a tiny model and a six-iteration schedule."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["model"].update({"canine_hidden": 32, "canine_layers": 1, "canine_heads": 2,
-                            "canine_intermediate": 64, "canine_hash_buckets": 512,
-                            "code_table_size": 256, "code_dim": 8, "d_model": 32,
-                            "n_heads": 4, "ffn_dim": 64, "style_refs": 2,
-                            "style_cnn_width": 8, "supcon_dim": 16,
-                            "writer_decoder_layers": 1, "glyph_decoder_layers": 1,
-                            "n_mixtures": 3})
-    params["train"].update({"total_iters": 6, "stage2_start": 2, "stage3_start": 4,
-                            "vdl_sentence_warmup_start": 4, "vdl_sentence_warmup_end": 5,
-                            "lr_decay_start": 4, "lr_decay_end": 6, "eval_interval": 3,
-                            "checkpoint_interval": 3, "batch_char": 3, "batch_bigram": 3,
-                            "batch_sentence": 2, "sentence_accum": 1, "val_writers": 1,
-                            "sample_lines": 0})
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    return path
-
-
-def test_the_deadline_stops_with_a_checkpoint_and_writes_model_pt(subsets, tmp_path,
-                                                                   one_torch_thread):
-    """--deadline: the run stops at the end of the iteration the time runs out in, writes a
-    checkpoint and model.pt from those weights, says where it stopped; a rerun without it
-    resumes and finishes the schedule."""
-    import argparse
-
-    from cashg.training.cli import add_runtime_arguments, train_main
-
-    path = _tiny_params(tmp_path)
-    parser = argparse.ArgumentParser()
-    add_runtime_arguments(parser)
-    out = tmp_path / "out"
-    args = parser.parse_args(["--device", "cpu", "--no-track", "--no-progress",
-                              "--deadline", "0"])
-    assert train_main(subsets, out, path, [], True, args) == 0
-    summary = json.loads((out / "train_summary.json").read_text())
-    assert summary["status"] == "deadline" and summary["iterations"] == 1
-    assert "at iteration 1 of 6 by --deadline 0 s" in summary["stopped"]
-    assert (out / "model.pt").is_file()
-    args = parser.parse_args(["--device", "cpu", "--no-track", "--no-progress"])
-    assert train_main(subsets, out, path, [], True, args) == 0
-    summary = json.loads((out / "train_summary.json").read_text())
-    assert summary["status"] == "completed" and summary["iterations"] == 6
-    assert summary["resumed_from"] is not None and "stopped" not in summary
-
-
 class _FakeTrainer:
     """Steps of 0.1 s, 1.0 s when they capture a CUDA graph (``captures_at``); a replayed
     step is deferred, and reading it back takes 0.05 s more."""
@@ -220,7 +171,7 @@ def test_the_fit_takes_its_own_time_off_the_budget(subsets, tmp_path, one_torch_
     leaves no schedule to print, and says so."""
     from cashg.training.fit_schedule import main
 
-    argv = ["--experiment", "dsd", "--params", str(_tiny_params(tmp_path)), "--data",
+    argv = ["--experiment", "dsd", "--params", str(tiny_training_params(tmp_path)), "--data",
             str(subsets), "--steps", "1", "--warmup", "0", "--device", "cpu"]
     assert main([*argv, "--seconds", "0.001"]) == 2
     out = capsys.readouterr()

@@ -7,6 +7,10 @@ sys.path.insert(0, workflow.basedir)
 from cashg.core.params import load_params
 from workflow.dag import load_stages, scheduling_priorities, stage_threads, threaded_cmd
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
+from workflow.stale_lock import clear_stale_locks
+
+if workflow.is_main_process:  # not in a job's own Snakemake (a cluster job, --nolock there)
+    clear_stale_locks(workflow.basedir)
 
 # A params file whose benchmarks do not fit its datasets fails here, with the key named,
 # before DVC's parser meets the unknown names (every stage checks it again when it runs).

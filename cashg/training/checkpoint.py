@@ -29,6 +29,7 @@ import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -118,16 +119,30 @@ def _fsync(path: Path) -> None:
 
 
 def atomic_save(path: Path, model: CASHG, model_cfg: ModelConfig, extra: dict) -> None:
-    """Write a model checkpoint to ``path`` via a temporary file and ``os.replace``."""
+    """Write a model checkpoint to ``path`` via a temporary file and ``os.replace``: a kill or
+    a full disk part-way leaves whatever ``path`` held before. A write that fails raises
+    :class:`CheckpointError` naming the file, the reason and the space left on its disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         save_model_checkpoint(tmp, model, model_cfg, extra)
         _fsync(tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:  # torch reports a failed write as RuntimeError
+        kept = "its previous version is kept" if path.exists() else "nothing was written"
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise CheckpointError(f"{path}: cannot write it ({reason}; {_free(path.parent)} free"
+                              f" on that disk): {kept}") from exc
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _free(folder: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(folder).free / 2**20:.0f} MiB"
+    except OSError:
+        return "unknown space"
 
 
 def checkpoint_name(iteration: int) -> str:

@@ -21,13 +21,16 @@ A changed config has another hash, hence another folder: incompatible runs never
 ``dvclive/`` and ``samples/`` are rebuilt by every run: a resumed run replays what its
 checkpoint recorded (curves, sample images), so they survive DVC deleting them before a rerun.
 
-``--deadline S`` stops after S seconds of this session at the end of an iteration, writes a
-checkpoint, and writes ``model.pt`` from the weights so far (``train_summary.json``: status
-``deadline`` and where it stopped); rerunning without it resumes and finishes the schedule.
+``--deadline S`` is a wall-time limit: the run stops after S seconds of this session at the end
+of an iteration, writes a checkpoint and exits 75 ("not finished": no ``model.pt``, so a
+workflow reruns the job); the same command then continues from that checkpoint. SIGTERM (a
+scheduler's warning before its limit, a ``kill``) does the same and exits 143. A time budget
+for the whole training is ``train.seconds`` instead (:mod:`cashg.training.budget`).
 
-Exit status: 0 completed (or stopped by ``--stop-after`` or ``--deadline``), 143 after SIGTERM (checkpoint
-written, rerun to resume), 1 when too many consecutive non-finite steps stopped the run,
-2 on bad input.
+Exit status: 0 completed (or stopped by ``--stop-after``), 75 stopped by ``--deadline``, 143
+after SIGTERM (checkpoint written, rerun to continue), 1 when too many consecutive non-finite
+steps stopped the run, 2 on bad input or when a checkpoint cannot be written (the file and the
+reason are named; the previous checkpoint is kept).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from cashg.training.trainer import Trainer
 
 EXIT_SIGTERM = 143
+EXIT_DEADLINE = 75  # EX_TEMPFAIL: not finished, the same command continues
 EXIT_NONFINITE = 1
 
 
@@ -66,8 +70,8 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-after", type=int, default=None,
                         help="checkpoint and stop after this iteration")
     parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
-                        help="checkpoint and stop after this many seconds of this session,"
-                             " writing model.pt from the weights so far (a lent GPU's one call)")
+                        help="wall-time limit: checkpoint and exit 75 (not finished) after this"
+                             " many seconds; the same command continues")
     parser.add_argument("--no-track", action="store_true", help="no dvclive tracking")
     parser.add_argument("--no-cache-data", action="store_true",
                         help="do not memoise decoded samples in memory")
@@ -208,7 +212,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
         shutdown()
         return 2
     code = 0
-    if result.status in ("completed", "deadline") and trainer.dist.is_main:
+    if result.status == "completed" and trainer.dist.is_main:
         extra = {"kind": "cashg-final-model", "config_hash": trainer.hash, "params": params,
                  "char_inventory": inventory, "iteration": result.iteration,
                  "best_val": result.best_val, "weights": weights_description(trainer)}
@@ -224,15 +228,12 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "compile": compile_summary(trainer), "weights": weights_description(trainer),
             "loop": result.loop,
         }
-        if result.status == "deadline":
-            summary["stopped"] = (f"at iteration {result.iteration} of {cfg.total_iters} by"
-                                  f" --deadline {args.deadline:g} s (model.pt holds those"
-                                  " weights; rerun without it to finish the schedule)")
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True)
                                                 + "\n", encoding="utf-8")
-        print(f"[train] {'done' if result.status == 'completed' else 'deadline'}:"
-              f" {result.iteration} iterations in {result.seconds:.1f} s; wrote"
+        print(f"[train] done: {result.iteration} iterations in {result.seconds:.1f} s; wrote"
               f" {out / 'model.pt'}", file=sys.stderr)
+    elif result.status == "deadline":
+        code = EXIT_DEADLINE
     elif result.status == "interrupted":
         code = EXIT_SIGTERM if trainer._stop_signal else 0
         if trainer.dist.is_main and code == 0:

@@ -21,8 +21,8 @@ One iteration ``t`` (stage ``k`` = :func:`~cashg.training.schedules.curriculum_s
    interval that ends on such a step is logged when it is read back, one step late.
 
 Checkpoints every ``checkpoint_interval`` iterations, on SIGTERM (then the run returns status
-``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end. Evaluation every ``eval_interval``
-iterations: mean losses on fixed held-out batches of every stream (all three, whatever the
+``interrupted``), at ``stop_after``, at a ``deadline`` (status ``deadline``) and at the end.
+Evaluation every ``eval_interval`` iterations: mean losses on fixed held-out batches of every stream (all three, whatever the
 stage, so the numbers are comparable over the run; each batch through the training step's
 losses, VDL on for the bigram and sentence streams); ``val/total`` = sum of the streams' mean
 ``L_seq`` selects ``best.pt``; sample lines of held-out writers are rendered. Evaluation runs
@@ -126,8 +126,8 @@ class RunOptions:
     resume: bool = True  # continue the latest checkpoint of a compatible run
     track: bool = True  # dvclive into <out>/dvclive
     stop_after: int | None = None  # checkpoint and return after this iteration (walltime slices)
-    # seconds after the start of this session: checkpoint and return with status "deadline"
-    # (the CLI then writes model.pt from the weights so far: a lent machine's one call)
+    # seconds after the start of this session (a wall-time limit): checkpoint and return with
+    # status "deadline"; the CLI then exits "not finished" and the same command continues
     deadline: float | None = None
     cache_data: bool = True
     progress: bool = True
@@ -360,6 +360,9 @@ class Trainer:
             torch.manual_seed(self.cfg.seed * 1000 + 17 + self.dist.rank + self.iteration)
         self._restore_tracking(extra, latest)
         self.resumed_from = latest
+        if self.dist.is_main:
+            print(f"[train] resuming from {latest} at iteration {self.iteration} of "
+                  f"{self.cfg.total_iters}", file=sys.stderr)
         return latest
 
     def _restore_tracking(self, extra: dict, path: Path) -> None:
@@ -840,7 +843,7 @@ class Trainer:
                     status = "deadline"
                     print(f"[train] --deadline {opts.deadline:g} s reached at iteration "
                           f"{self.iteration} of {cfg.total_iters}: checkpoint written; rerun"
-                          " to resume", file=sys.stderr)
+                          " the same command to continue", file=sys.stderr)
                     break
         finally:
             if stage_of_last is not None:
