@@ -1,9 +1,13 @@
-"""``cashg params use EXAMPLE --root PATH``: switch ``params.yaml`` to a real dataset.
+"""``cashg params use EXAMPLE --root PATH``: switch ``params.yaml`` to a real dataset;
+``cashg params profile NAME``: apply a profile (the GPU's, the paper's) to it.
 
     cashg params use deepwriting --root /data/deepwriting [--iam-ondb-root /data/iam_ondb]
     cashg params use merged --root iam=/data/IAM-OnDB --root brush=/data/BRUSH
     cashg params use brush --root /data/BRUSH --check     # survey only, change nothing
+    cashg params use iam_ondb --root /data/IAM-OnDB --profile paper   # both at once
     cashg params use                                      # list the examples
+    cashg params profile gpu                              # the GPU profile over params.yaml
+    cashg params profile                                  # list the profiles
 
 Each file of ``params.examples/`` holds the blocks of ``params.yaml`` that choose the data and
 what is trained on it. This command writes the example's blocks into ``params.yaml`` (keeping
@@ -16,6 +20,11 @@ split rule puts in each split) and prints the survey; a root that cannot be used
 params error, is exit status 2 and nothing is written. Then it prints what it changed as a
 unified diff (``git diff params.yaml`` shows the same) and the command to run next.
 The by-hand path, block by block: docs/datasets.md.
+
+A profile (``params.profiles/<name>.yaml``, :mod:`cashg.core.profiles`) holds only the keys it
+changes; ``profile`` writes them over ``params.yaml``, keeping the datasets, the experiments
+and every other key, checks the result and prints the diff, as ``use`` does. ``use --profile``
+applies the profile after the example's blocks.
 """
 
 from __future__ import annotations
@@ -54,6 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="the examples folder (default: params.examples/ next to --params)")
     use.add_argument("--check", action="store_true",
                      help="survey the roots and check the result; write nothing")
+    use.add_argument("--profile", default=None,
+                     help="then apply this profile of params.profiles/ (e.g. gpu, paper)")
+    prof = sub.add_parser("profile", help="write a profile's keys over params.yaml",
+                          description="apply a profile of params.profiles/ to params.yaml")
+    prof.add_argument("name", nargs="?", default=None,
+                      help="a profile (e.g. gpu or paper); none: list the profiles")
+    prof.add_argument("--params", type=Path, default=Path("params.yaml"))
+    prof.add_argument("--check", action="store_true",
+                      help="check the result and print the diff; write nothing")
 
 
 def _yaml():
@@ -158,6 +176,8 @@ def use(args: argparse.Namespace) -> int:
     before = args.params.read_text(encoding="utf-8")
     after = apply_example(before, example.read_text(encoding="utf-8"), roots,
                           args.iam_ondb_root)
+    if args.profile is not None:
+        after = with_profile(after, args.profile, args.params)
     # checked as the stages will read it, in the params file's folder (relative paths)
     fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix=".params-use-",
                                dir=args.params.resolve().parent)
@@ -189,17 +209,70 @@ def use(args: argparse.Namespace) -> int:
                                 after.splitlines(keepends=True),
                                 f"a/{args.params.name}", f"b/{args.params.name}")
     sys.stdout.writelines(diff)
-    print(f"\n{args.params}: the {example.stem} blocks are in ({', '.join('.'.join(b) for b in BLOCKS)});"
-          " next: snakemake --cores all")
+    profile = f" and the {args.profile} profile" if args.profile else ""
+    print(f"\n{args.params}: the {example.stem} blocks are in ({', '.join('.'.join(b) for b in BLOCKS)})"
+          f"{profile}; next: snakemake --cores all")
+    return 0
+
+
+def with_profile(params_text: str, name: str, params_path: Path) -> str:
+    """``params_text`` with profile ``name`` (beside ``params_path``) applied."""
+    from cashg.core.profiles import apply_profile, profile_path, profiles_folder
+
+    path = profile_path(name, profiles_folder(params_path))
+    return apply_profile(params_text, path.read_text(encoding="utf-8"), str(path))
+
+
+def profile(args: argparse.Namespace) -> int:
+    from cashg.core.params import ParamsError, load_params
+    from cashg.core.profiles import profiles_folder
+
+    folder = profiles_folder(args.params)
+    if args.name is None:
+        print(f"profiles in {folder}:")
+        for path in sorted(folder.glob("*.yaml")):
+            print(f"  {path.stem}")
+        print("use: cashg params profile NAME")
+        return 0
+    if not args.params.is_file():
+        raise UseError(f"{args.params}: no params file (run from the repository root, or pass"
+                       " --params)")
+    before = args.params.read_text(encoding="utf-8")
+    after = with_profile(before, args.name, args.params)
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix=".params-profile-",
+                               dir=args.params.resolve().parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(after)
+        try:
+            load_params(tmp)
+        except ParamsError as exc:
+            raise UseError(f"the {args.name} profile does not give a valid params file:"
+                           f" {exc}") from exc
+        if not args.check:
+            os.replace(tmp, args.params)
+            tmp = None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    sys.stdout.writelines(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        f"a/{args.params.name}", f"b/{args.params.name}"))
+    state = "--check: unchanged" if args.check else f"the {args.name} profile is in"
+    print(f"\n{args.params}: {state}; next: snakemake --cores all")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action != "use":
-        print("cashg params: the action is 'use' (cashg params use --help)", file=sys.stderr)
+    from cashg.core.profiles import ProfileError
+
+    actions = {"use": use, "profile": profile}
+    if args.action not in actions:
+        print("cashg params: the action is 'use' or 'profile' (cashg params use --help)",
+              file=sys.stderr)
         return 2
     try:
-        return use(args)
-    except (UseError, OSError) as exc:
-        print(f"cashg params use: {exc}", file=sys.stderr)
+        return actions[args.action](args)
+    except (UseError, ProfileError, OSError) as exc:
+        print(f"cashg params {args.action}: {exc}", file=sys.stderr)
         return 2

@@ -562,6 +562,37 @@ def class_errors_markdown(rows: Sequence[tuple[str, Mapping[str, float | None]]]
     return "\n".join(lines) + "\n"
 
 
+def runtime_cell(summary: dict) -> str:
+    """Precision and CUDA graphs of a training's summary: "fp32", "bf16, 12 graphs (40 s of
+    capture), 9000 replays", or the fallback to eager, flagged."""
+    precision = summary.get("precision") or ("bf16" if summary.get("bf16") else "fp32")
+    graphs = summary.get("cuda_graphs") or False
+    if not graphs:
+        return precision
+    if graphs.get("fell_back_to_eager"):
+        return f"{precision}, graphs fell back to eager ⚠"
+    return (f"{precision}, {graphs['captures']} graphs ({graphs['capture_seconds']:g} s of"
+            f" capture), {graphs['replays']} replays")
+
+
+def batches_cell(batches: dict | None) -> str:
+    """The batches a training drew (one sample per writer, so at most its writers), with
+    the asked size where it is larger: "47 of 64 / 47 of 64 / 4 x 4"."""
+    if not batches:
+        return "--"
+    cells = []
+    for stream in ("char", "bigram", "sentence"):
+        b = batches.get(stream)
+        if b is None:
+            cells.append("-")
+            continue
+        cell = str(b["drawn"]) if b["drawn"] == b["asked"] else f"{b['drawn']} of {b['asked']}"
+        if stream == "sentence" and b.get("accumulated", 1) > 1:
+            cell += f" x {b['accumulated']}"
+        cells.append(cell)
+    return " / ".join(cells)
+
+
 def build_report(results: Path, out: Path, table2: Mapping[str, str],
                  ablation: Mapping[str, tuple[bool, bool]],
                  datasets: Sequence[str] | None = None,
@@ -727,9 +758,11 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
             rec_rows.append((bench, summary))
         parts.append(recognizer_markdown(rec_rows))
 
-    parts += ["## Training", "", "| experiment | iterations | device | wall time (s) |"
+    parts += ["## Training", "", "| experiment | iterations | device | precision, CUDA graphs |"
+              " batches drawn, glyph / bigram / sentence | wall time (s) |"
               " iterations per second, stages 1 / 2 / 3 | final train total | best val total |",
-              "|:--|--:|:--|--:|--:|--:|--:|"]
+              "|:--|--:|:--|:--|:--|--:|--:|--:|--:|"]
+    fallbacks = []
     for exp in dict.fromkeys((*table2, *ablation, *experiments)):
         summary = _read_json(results / "train" / exp / "train_summary.json")
         if summary is None:
@@ -738,13 +771,21 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         loop = summary.get("loop", {})  # this session's loop (cashg.training.trainer.LoopClock)
         rates = " / ".join(format_value((loop.get(f"stage{k}") or {}).get("it_per_s"), 1)
                            for k in (1, 2, 3))
+        graphs = summary.get("cuda_graphs") or False
+        if graphs and graphs.get("fell_back_to_eager"):
+            fallbacks.append(f"**{exp}: the CUDA-graphed step fell back to eager**"
+                             f" ({graphs['fell_back_to_eager']}); its rates are the eager"
+                             " step's.")
         parts.append(
             f"| {exp} | {summary.get('iterations', '--')} | {summary.get('device', '--')} |"
+            f" {runtime_cell(summary)} | {batches_cell(summary.get('batches'))} |"
             f" {format_value(summary.get('seconds_this_session'), 0)} | {rates} |"
             f" {format_value(final.get('train/total'))} |"
             f" {format_value(summary.get('best_val_total'))} |"
         )
     parts.append("")
+    if fallbacks:
+        parts += [*fallbacks, ""]
 
     parts += ["## Qualitative results", ""]
     for exp in dict.fromkeys((*table2, *ablation, *experiments)):

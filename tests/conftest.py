@@ -17,6 +17,28 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def profile_files(tmp_path_factory) -> dict[str, Path]:
+    """Each profile as the params file a user gets: ``demo`` is params.yaml itself, ``gpu`` and
+    ``paper`` params.yaml with that profile applied (``cashg params profile NAME``), written
+    beside a copy of the new-text sentences so relative paths resolve as in the repository."""
+    import shutil
+
+    from cashg.core.profiles import apply_profile, profile_path, profiles_folder
+
+    root = tmp_path_factory.mktemp("profiles")
+    shutil.copytree(REPO / "resources" / "new_text", root / "resources" / "new_text")
+    files = {"demo": REPO / "params.yaml"}
+    text = (REPO / "params.yaml").read_text(encoding="utf-8")
+    for name in ("gpu", "paper"):
+        overlay = profile_path(name, profiles_folder(REPO / "params.yaml"))
+        path = root / name / "params.yaml"
+        path.parent.mkdir()
+        path.write_text(apply_profile(text, overlay.read_text(encoding="utf-8")))
+        files[name] = path
+    return files
+
+
+@pytest.fixture(scope="session")
 def tiny_train_subsets(tmp_path_factory) -> Path:
     """Tiny training benchmark ``toy``: 6 synthetic BRUSH-style writers (0-3 train, 4-5
     test), 3 sentences each; built once per test session."""

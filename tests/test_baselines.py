@@ -260,12 +260,11 @@ def test_cli_imports_a_dsd_layout_and_evaluate_marks_the_inferred_segmentation(t
         metrics["metrics_on_inferred_segmentation"]
 
 
-@pytest.mark.parametrize("profile", ["params.yaml", "params.gpu.yaml", "params.paper.yaml"])
-def test_every_profile_spells_out_the_sections_dvc_iterates(profile):
+@pytest.mark.parametrize("profile", ["demo", "gpu", "paper"])
+def test_every_profile_spells_out_the_sections_dvc_iterates(profile, profile_files):
     """dvc.yaml's foreach reads ${baselines} and ${collage.benchmarks} from the raw file (no
-    defaults there): a profile copied over params.yaml must name both."""
+    defaults there): params.yaml with a profile applied must still name both."""
     import yaml
-    from params_edits import REPO
 
-    raw = yaml.safe_load((REPO / profile).read_text())
+    raw = yaml.safe_load(profile_files[profile].read_text())
     assert isinstance(raw.get("baselines"), dict) and "benchmarks" in raw.get("collage", {})

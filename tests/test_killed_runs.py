@@ -100,7 +100,8 @@ def test_killed_anywhere_the_whole_dag_ends_as_an_uninterrupted_run(tmp_path):
                          ", ".join(running_rules(killed.log)) or "start-up"))
         final = run(root, log_name="final.log")
         assert final.returncode == 0, final.log[-3000:]
-        assert differences(outcome(root), expected) == [], f"chain {chain}"
+        differ = differences(outcome(root), expected)
+        assert not differ, f"chain {chain} ({rows}): " + "; ".join(differ)
     report = Path(os.environ.get("CASHG_KILL_REPORT", tmp_path / "kill_report.md"))
     report.write_text(_table(rows, reference.seconds, chain), encoding="utf-8")
     print(report.read_text())

@@ -294,9 +294,9 @@ def test_params_errors_name_the_new_text_key(tmp_path, edit, message):
     assert message in error
 
 
-def test_profiles_write_new_text_for_the_main_benchmark(repo_root):
-    for profile in ("params.yaml", "params.gpu.yaml", "params.paper.yaml"):
-        cfg = load_params(repo_root / profile)["new_text"]
+def test_profiles_write_new_text_for_the_main_benchmark(repo_root, profile_files):
+    for profile, path in profile_files.items():
+        cfg = load_params(path)["new_text"]
         assert dict(cfg.experiments) == {"dsd": cfg.experiments["dsd"]}, profile
         assert (repo_root / cfg.sentences).is_file() and (cfg.writers, cfg.per_writer) == (10, 2)
 

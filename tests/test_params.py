@@ -111,11 +111,11 @@ def _edited(tmp_path, repo_root, edit):
     return path
 
 
-def test_ablation_is_scored_on_validation_with_every_cell_an_experiment(repo_root):
+def test_ablation_is_scored_on_validation_with_every_cell_an_experiment(profile_files):
     """The demo and paper profiles score Table 3 on the validation split (paper Sec. 4.5) and
     list the full model among the cells, so the four cells train at one budget."""
-    for profile in ("params.yaml", "params.paper.yaml"):
-        params = load_params(repo_root / profile)
+    for profile in ("demo", "paper"):
+        params = load_params(profile_files[profile])
         experiments, ablation = params["experiments"], params["ablation"]
         assert {experiments[c].split for c in ablation.cells} == {"validation"}, profile
         assert len({experiments[c].budget for c in ablation.cells}) == 1, profile
@@ -192,16 +192,16 @@ def test_no_ablation_and_no_experiments(tmp_path, repo_root):
 
 
 # ---------------------------------------------------------------- one number of style references
-@pytest.mark.parametrize("profile", ["params.yaml", "params.paper.yaml"])
+@pytest.mark.parametrize("profile", ["demo", "paper"])
 @pytest.mark.parametrize("section, key", [("train", "style_refs"), ("generate", "n_refs")])
-def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, repo_root,
+def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, profile_files,
                                                                     profile, section, key):
     """The number of style references is ``model.style_refs`` alone (training, evaluation and
     generation); a params file that still sets ``train.style_refs`` or ``generate.n_refs`` is
     an error that names the old key and where it moved."""
     import yaml
 
-    data = yaml.safe_load((repo_root / profile).read_text())
+    data = yaml.safe_load(profile_files[profile].read_text())
     data[section][key] = 8
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -212,32 +212,34 @@ def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, re
     assert f"remove {section}.{key}" in msg
 
 
-def test_profiles_set_one_number_of_style_references(repo_root):
+def test_profiles_set_one_number_of_style_references(repo_root, profile_files):
     """Demo 4 (CPU budget), paper 15 (the authors' NUM_REFERENCE_IMGS); no other section
     has a reference count."""
     from cashg.core.config.model import GenerateConfig, ModelConfig, TrainConfig
 
     assert ModelConfig().style_refs == 15
     assert load_params(repo_root / "params.yaml")["model"].style_refs == 4
-    assert load_params(repo_root / "params.paper.yaml")["model"].style_refs == 15
+    assert load_params(profile_files["paper"])["model"].style_refs == 15
     for cls in (TrainConfig, GenerateConfig):
         assert not {f.name for f in dataclasses.fields(cls)} & {"style_refs", "n_refs"}
 
 
-def test_gpu_profile_is_the_default_with_a_training_sized_for_a_gpu(repo_root):
-    """params.gpu.yaml differs from params.yaml only in the train and train_budget sections
-    (it cannot drift from the default run), both of its schedules are valid curricula that
-    train longer than the demo's, on more samples a step, with the demo's measured
-    augmentation, and on texts its loop can compute beforehand (no per-batch crop)."""
+def test_gpu_profile_is_the_default_with_a_training_sized_for_a_gpu(repo_root, profile_files):
+    """The GPU profile changes only the train and train_budget sections (it cannot drift
+    from the default run), both of its schedules are valid curricula that train longer than
+    the demo's, on more samples a step, with the demo's measured augmentation, and on texts
+    its loop can compute beforehand (no per-batch crop), on the GPU."""
     import yaml
 
     from cashg.training.schedules import check_schedule
 
     demo_raw = yaml.safe_load((repo_root / "params.yaml").read_text())
-    gpu_raw = yaml.safe_load((repo_root / "params.gpu.yaml").read_text())
+    gpu_raw = yaml.safe_load(profile_files["gpu"].read_text())
     differ = {k for k in demo_raw.keys() | gpu_raw.keys() if demo_raw.get(k) != gpu_raw.get(k)}
     assert differ == {"train", "train_budget"}
-    demo, gpu = load_params(repo_root / "params.yaml"), load_params(repo_root / "params.gpu.yaml")
+    demo, gpu = load_params(repo_root / "params.yaml"), load_params(profile_files["gpu"])
+    assert (gpu["train"].device, gpu["train"].workers, gpu["train"].cuda_graphs) == \
+        ("cuda", 2, True)
     short = dataclasses.replace(gpu["train"], **gpu["train_budget"].schedule.changes())
     for cfg in (gpu["train"], short):
         check_schedule(cfg)

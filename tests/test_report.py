@@ -43,7 +43,7 @@ def test_report_reads_stage_outputs(tmp_path):
     assert "| dsd | GT, perturbed copy | 0.44 |" in text
     assert "| On | Off | 0.33 |" in text  # merged-no_gate row of the ablation table
     assert "| Off | Off | -- |" in text  # not run: shown as missing, never as zero
-    assert "| dsd | 12 | cpu | 3 | 16.0 / -- / 2.0 | -1.50 | -2.00 |" in text
+    assert "| dsd | 12 | cpu | fp32 | -- | 3 | 16.0 / -- / 2.0 | -1.50 | -2.00 |" in text
     assert "results/evaluate/deepwriting/metrics.json" in text  # listed as not available
     assert "ground truth has no cursive (CursiveEOC) boundary" in text  # what `--` means
     assert "exclusions.json" in text  # the DeepWriting exclusions, the same for every row
@@ -312,13 +312,13 @@ def test_report_states_the_decoding_of_each_table(tmp_path):
             in _table_section(text, "layout of the paper's Table 2"))
 
 
-def test_paper_profile_decodes_greedily_and_demo_samples_sharpened(repo_root):
+def test_paper_profile_decodes_greedily_and_demo_samples_sharpened(repo_root, profile_files):
     """The paper profile generates the tables with the authors' greedy decoding; the demo keeps
     stochastic sampling at temperature 0.5, no sampling bias (chosen on held-out writers with
     scripts/measure/heldout_legibility.py; its params comment gives the figures)."""
     from cashg.core.params import load_params
 
-    paper = load_params(repo_root / "params.paper.yaml")["generate"]
+    paper = load_params(profile_files["paper"])["generate"]
     demo = load_params(repo_root / "params.yaml")["generate"]
     assert paper.greedy is True
     assert (demo.greedy, demo.temperature, demo.bias) == (False, 0.5, 0.0)

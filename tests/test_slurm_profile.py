@@ -49,3 +49,16 @@ def test_every_run_reruns_what_a_killed_run_left_incomplete():
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr
+
+
+def test_a_long_training_runs_as_a_chain_of_submissions_within_two_days_each():
+    """GPU jobs ask for at most two days, are warned before their limit (SIGTERM: the
+    training writes a checkpoint and exits unfinished) and are submitted again often enough
+    for the paper's ten days; the training resumes at each submission."""
+    config = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    gpu = [res for res in config["set-resources"].values()
+           if str(res.get("gres", "")).startswith("gpu")]
+    assert gpu and all(res["runtime"] <= 2 * 24 * 60 for res in gpu)
+    assert all("--signal=TERM@" in res["slurm_extra"] for res in gpu)
+    shortest = min(res["runtime"] for res in gpu)
+    assert (1 + config["retries"]) * shortest >= 10 * 24 * 60

@@ -51,6 +51,8 @@ RESUME_NEUTRAL = frozenset({
     "sample_max_chars", "checkpoint_interval", "keep_last", "max_nonfinite_steps",
     "compile", "compile_mode",  # the same computation, compiled or not
     "static_shapes", "cuda_graphs",  # the same losses, padded or replayed (float rounding)
+    "device", "bf16", "workers",  # where and in which precision the same schedule runs
+    "seconds",  # a budget's schedule is in the fields it changes
 })
 
 

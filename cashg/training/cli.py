@@ -25,7 +25,7 @@ checkpoint recorded (curves, sample images), so they survive DVC deleting them b
 of an iteration, writes a checkpoint and exits 75 ("not finished": no ``model.pt``, so a
 workflow reruns the job); the same command then continues from that checkpoint. SIGTERM (a
 scheduler's warning before its limit, a ``kill``) does the same and exits 143. A time budget
-for the whole training is ``train.seconds`` instead (:mod:`cashg.training.budget`).
+for the whole training is ``train.seconds`` instead (:mod:`cashg.training.fit_schedule`).
 
 Exit status: 0 completed (or stopped by ``--stop-after``), 75 stopped by ``--deadline``, 143
 after SIGTERM (checkpoint written, rerun to continue), 1 when too many consecutive non-finite
@@ -63,10 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--device", default=None, choices=("auto", "cpu", "cuda"),
+                        help="default: train.device")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (paper: AMP off)")
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader prefetch workers")
+    parser.add_argument("--bf16", default=None, action=argparse.BooleanOptionalAction,
+                        help="bf16 autocast (default: train.bf16; the paper: AMP off)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="DataLoader prefetch workers (default: train.workers)")
     parser.add_argument("--stop-after", type=int, default=None,
                         help="checkpoint and stop after this iteration")
     parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
@@ -179,7 +182,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     from cashg.training import checkpoint as ck
     from cashg.training.data import DataError, char_inventory
     from cashg.training.distributed import barrier, shutdown
-    from cashg.training.trainer import RunOptions, Trainer
+    from cashg.training.trainer import Trainer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -189,10 +192,17 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     except (ParamsError, DataError, ValueError) as exc:
         print(f"cashg train: {exc}", file=sys.stderr)
         return 2
-    opts = RunOptions(device=args.device, bf16=args.bf16, workers=args.workers, resume=resume,
-                      track=not args.no_track, stop_after=args.stop_after,
-                      deadline=args.deadline,
-                      cache_data=not args.no_cache_data, progress=not args.no_progress)
+    opts = run_options(cfg, args, resume)
+    if cfg.seconds is not None:
+        from cashg.training.fit_schedule import fit_to_budget
+
+        try:
+            fitted = fit_to_budget(model_cfg, cfg, train, opts, cfg.seconds)
+        except ValueError as exc:
+            print(f"cashg train: train.seconds {cfg.seconds:g}: {exc}", file=sys.stderr)
+            return 2
+        overrides = [*overrides, *fitted]
+        model_cfg, cfg = load_configs(params_path, overrides)
     lines = sample_lines_from_test(data_dir / "test", cfg.sample_lines, cfg.sample_max_chars,
                                    model_cfg.style_refs, model_cfg.style_image_size)
     params = {"model": ck.as_plain(model_cfg), "train": ck.as_plain(cfg),
@@ -223,10 +233,12 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
             "resumed_from": str(trainer.resumed_from) if trainer.resumed_from else None,
             "seconds_this_session": round(result.seconds, 2), "device": str(trainer.device),
             "world_size": trainer.dist.world, "threads": torch.get_num_threads(),
-            "bf16": args.bf16, "best_val_total": result.best_val, "held_out": val_desc,
+            "bf16": opts.bf16, "best_val_total": result.best_val, "held_out": val_desc,
             "parameters": count_parameters(trainer.model), "final_metrics": result.last_metrics,
             "compile": compile_summary(trainer), "weights": weights_description(trainer),
-            "loop": result.loop,
+            "loop": result.loop, "precision": "bf16" if opts.bf16 else "fp32",
+            "workers": opts.workers, "cuda_graphs": graphs_summary(trainer),
+            "batches": batch_sizes(cfg, train),
         }
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True)
                                                 + "\n", encoding="utf-8")
@@ -247,6 +259,19 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
     return code
 
 
+def run_options(cfg, args: argparse.Namespace, resume: bool):
+    """The trainer's :class:`~cashg.training.trainer.RunOptions`: device, precision and
+    workers from the ``train`` params unless a flag says otherwise."""
+    from cashg.training.trainer import RunOptions
+
+    return RunOptions(device=args.device or cfg.device,
+                      bf16=cfg.bf16 if args.bf16 is None else args.bf16,
+                      workers=cfg.workers if args.workers is None else args.workers,
+                      resume=resume, track=not args.no_track, stop_after=args.stop_after,
+                      deadline=args.deadline, cache_data=not args.no_cache_data,
+                      progress=not args.no_progress)
+
+
 def run(args: argparse.Namespace) -> int:
     return train_main(args.data, args.out, args.params, args.overrides, args.resume, args)
 
@@ -257,6 +282,33 @@ def weights_description(trainer: Trainer) -> str:
     if ema is None or not ema.started:
         return "last"
     return f"ema decay {ema.decay} over iterations {ema.start}-{trainer.iteration}"
+
+
+def graphs_summary(trainer: Trainer) -> dict | bool:
+    """train.cuda_graphs in the run's summary: False, or the shapes captured this session,
+    the seconds the captures took, the replayed steps and, where the step fell back to
+    eager, why (a report flags it: a run that never replayed is not a graphed run)."""
+    graphed = trainer.graphed
+    if graphed is None:
+        return False
+    stats = graphed.stats
+    return {"captures": stats.captures, "capture_seconds": round(stats.capture_s, 1),
+            "replays": stats.replays, "fell_back_to_eager": stats.failure}
+
+
+def batch_sizes(cfg, train) -> dict[str, dict[str, int]]:
+    """Per stream, the batch the params ask for and the one drawn: one sample per writer
+    (paper Table A1), so a benchmark with fewer training writers than the batch gets a batch
+    of its writers; sentences are accumulated over ``sentence_accum`` micro-batches."""
+    asked = {"char": cfg.batch_char, "bigram": cfg.batch_bigram,
+             "sentence": cfg.batch_sentence}
+    out = {}
+    for stream, n in asked.items():
+        if stream in train.by_writer:
+            out[stream] = {"asked": n, "drawn": min(n, train.n_writers(stream))}
+    if "sentence" in out:
+        out["sentence"]["accumulated"] = cfg.sentence_accum
+    return out
 
 
 def compile_summary(trainer: Trainer) -> dict | bool:

@@ -1,26 +1,23 @@
 """Fit an experiment's training schedule into a time budget, from a measured step rate.
 
-    python -m cashg.training.fit_schedule --experiment dsd --params params.gpu.yaml \\
+    python -m cashg.training.fit_schedule --experiment dsd --params params.yaml \\
         --seconds 330 [--device cuda] [--bf16] [--steps 16] [--warmup 2] [--data DIR]
 
-A lent GPU machine runs one command of at most ten minutes (docs/training.md, "Training on a
-GPU machine"): a schedule sized for another card, or a slow first call, does not finish in
-it. This builds the experiment's trainer as the train stage does (same data, params and
-overrides, in a throwaway folder), times ``--steps`` real iterations at the start of each
-curriculum stage, stepped as the training loop steps them (after ``--warmup`` untimed ones:
-allocation, autotuning; an iteration that captured a CUDA graph is not counted either;
-:func:`step_seconds`), and prints to stdout the ``train.KEY=VALUE``
+The train stage does this itself when ``train.seconds`` is set (:func:`fit_to_budget`); this
+command prints what it would do. It builds the experiment's trainer as the train stage does
+(same data, params and overrides, in a throwaway folder), times ``--steps`` real iterations
+at the start of each curriculum stage, stepped as the training loop steps them (after
+``--warmup`` untimed ones: allocation, autotuning; an iteration that captured a CUDA graph is
+not counted either; :func:`step_seconds`), and prints to stdout the ``train.KEY=VALUE``
 overrides that scale the whole schedule (:func:`cashg.training.schedules.fitted_schedule`:
 every iteration count, so the curriculum keeps its shape) by the factor that makes its steps
 fill what is left of ``--seconds`` after this measurement's own time: shorter when they would
 run late, longer when the step is fast (``--no-lengthen``: never longer), stage 1 kept at
-``--stage1-floor`` iterations at least (stages 2 and 3 then share the rest); nothing when
-the schedule stays as it is. The
-measurement is not free: 16 iterations per stage, captures and the trainer's set-up took
-about 140 s of a 180-s budget in the CPU smoke test, and a schedule sized for the whole
-budget then ran into the deadline at a third of its iterations. The measured
-rates and the projection go to stderr. ``scripts/gpu_train.sh`` passes the overrides to the
-train stage, with ``--deadline`` as the safety net.
+``--stage1-floor`` iterations at least (stages 2 and 3 then share the rest); nothing when the
+schedule stays as it is. A budget that would leave a stage of the curriculum without
+iterations is refused (:func:`budget_schedule`). The measurement is not free: 16 iterations
+per stage, captures and the trainer's set-up took about 140 s of a 180-s budget in a CPU
+smoke test. The measured rates and the projection go to stderr.
 """
 
 from __future__ import annotations
@@ -36,7 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cashg.training.trainer import Trainer
+    from cashg.core.config.model import ModelConfig, TrainConfig
+    from cashg.training.data import SplitData
+    from cashg.training.trainer import RunOptions, Trainer
 
 
 def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
@@ -83,6 +82,80 @@ def _captures(trainer: Trainer) -> int:
     return 0 if trainer.graphed is None else trainer.graphed.stats.captures
 
 
+def measured_rates(trainer: Trainer, warmup: int = 2, steps: int = 16
+                   ) -> tuple[float, float, float]:
+    """Seconds per iteration of each curriculum stage on this machine (0 for a stage the
+    schedule does not have), stepped as the training loop steps them (:func:`step_seconds`)."""
+    from cashg.training.schedules import stage_iterations, stage_start
+
+    if trainer.device.type == "cuda":  # as the training does before its loop
+        trainer.prefill_text_states()
+    rates = [step_seconds(trainer, stage_start(stage, trainer.cfg), warmup, steps) if n else 0.0
+             for stage, n in zip((1, 2, 3), stage_iterations(trainer.cfg))]
+    return rates[0], rates[1], rates[2]
+
+
+def budget_schedule(cfg: TrainConfig, rates: tuple[float, float, float], seconds: float,
+                    stage1_floor: int = 0, lengthen: bool = True) -> dict[str, int]:
+    """The ``train`` fields whose steps fill ``seconds`` at ``rates``
+    (:func:`cashg.training.schedules.fitted_schedule`); ValueError when a stage the schedule
+    has would be left with no iteration (the budget is too short for the curriculum)."""
+    from cashg.training.schedules import fitted_schedule, projected_seconds, stage_iterations
+
+    fitted = fitted_schedule(cfg, rates, seconds, stage1_floor, lengthen)
+    new = dataclasses.replace(cfg, **fitted)
+    empty = [k + 1 for k, (old, now) in enumerate(zip(stage_iterations(cfg),
+                                                      stage_iterations(new)))
+             if old > 0 and now <= 0]
+    if empty:
+        shortest = min(n for n in stage_iterations(cfg) if n > 0)
+        least = projected_seconds(cfg, rates) / shortest  # one step of the shortest stage
+        raise ValueError(f"a budget of {seconds:.0f} s of steps leaves curriculum stage"
+                         f" {', '.join(map(str, empty))} without iterations at the measured"
+                         f" rates ({_rates(rates)}); give the steps at least {least:.0f} s")
+    return fitted
+
+
+def _rates(rates: tuple[float, float, float]) -> str:
+    return ", ".join(f"stage {k + 1} {1 / r:.1f} it/s" if r else f"stage {k + 1} -"
+                     for k, r in enumerate(rates))
+
+
+def fit_to_budget(model_cfg: ModelConfig, cfg: TrainConfig, train: SplitData,
+                  opts: RunOptions, seconds: float, stage1_floor: int = 0,
+                  lengthen: bool = True, warmup: int = 2, steps: int = 16) -> list[str]:
+    """The ``train.KEY=VALUE`` overrides that fit ``cfg``'s schedule into ``seconds`` of this
+    machine's time, this measurement's own time included (a trainer in a throwaway folder,
+    the same data and options as the training's); [] when the schedule stays as it is. The
+    measured rates and the projection go to stderr."""
+    from cashg.training.schedules import projected_seconds, stage_iterations
+    from cashg.training.trainer import Trainer
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = dataclasses.replace(opts, resume=False, track=False, progress=False,
+                                    deadline=None, stop_after=None)
+        trainer = Trainer(model_cfg, cfg, train, Path(tmp), probe)
+        rates = measured_rates(trainer, warmup, steps)
+        device = trainer.device
+    spent = time.perf_counter() - started
+    left = seconds - spent
+    measured = (f"fit_schedule: on {device}: {_rates(rates)}; {cfg.total_iters} iterations"
+                f" take {projected_seconds(cfg, rates):.0f} s of steps")
+    if left <= 0:
+        raise ValueError(f"{measured}; measuring took {spent:.0f} s, all of the budget's"
+                         f" {seconds:.0f} s: no time is left for the training (give it more)")
+    fitted = budget_schedule(cfg, rates, left, stage1_floor, lengthen)
+    new = dataclasses.replace(cfg, **fitted)
+    print(f"{measured}, the budget is {seconds:.0f} s less {spent:.0f} s of measuring ="
+          f" {left:.0f} s: schedule x{new.total_iters / cfg.total_iters:.3f}, stages"
+          f" {' / '.join(str(n) for n in stage_iterations(new))} iterations"
+          f" ({projected_seconds(new, rates):.0f} s of steps)", file=sys.stderr)
+    if all(getattr(cfg, k) == v for k, v in fitted.items()):
+        return []
+    return [f"train.{key}={value}" for key, value in fitted.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     from cashg.training.cli import add_runtime_arguments
 
@@ -104,21 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     add_runtime_arguments(parser)
     args = parser.parse_args(argv)
-    started = time.perf_counter()
 
     import torch
 
     from cashg.core.params import ParamsError
-    from cashg.training.cli import load_configs, open_data
+    from cashg.training.cli import load_configs, open_data, run_options
     from cashg.training.data import DataError
-    from cashg.training.schedules import (
-        fitted_schedule,
-        projected_seconds,
-        stage_iterations,
-        stage_start,
-    )
     from cashg.training.stage import experiment_setup
-    from cashg.training.trainer import RunOptions, Trainer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,44 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         model_cfg, cfg = load_configs(args.params, overrides)
         data = args.data or Path("results/subsets") / benchmark
         train, _, _, _ = open_data(data, cfg, True)
+        fitted = fit_to_budget(model_cfg, cfg, train, run_options(cfg, args, resume=False),
+                               args.seconds, args.stage1_floor, not args.no_lengthen,
+                               args.warmup, args.steps)
     except (ParamsError, DataError, ValueError) as exc:
         print(f"fit_schedule: {exc}", file=sys.stderr)
         return 2
-    per_iter = []
-    with tempfile.TemporaryDirectory() as tmp:
-        opts = RunOptions(device=args.device, bf16=args.bf16, resume=False, track=False,
-                          progress=False, workers=args.workers)
-        trainer = Trainer(model_cfg, cfg, train, Path(tmp), opts)
-        if trainer.device.type == "cuda":  # as the training does before its loop
-            trainer.prefill_text_states()
-        for stage, n in zip((1, 2, 3), stage_iterations(cfg)):
-            if n == 0:
-                per_iter.append(0.0)
-                continue
-            per_iter.append(step_seconds(trainer, stage_start(stage, cfg), args.warmup,
-                                         args.steps))
-    rates = tuple(per_iter)
-    need = projected_seconds(cfg, rates)
-    spent = time.perf_counter() - started
-    measured = (f"fit_schedule: {args.experiment} on {trainer.device}: "
-                + ", ".join(f"stage {k + 1} {1 / s:.1f} it/s" if s else f"stage {k + 1} -"
-                            for k, s in enumerate(rates))
-                + f"; {cfg.total_iters} iterations take {need:.0f} s of steps")
-    left = args.seconds - spent
-    if left <= 0:
-        print(f"{measured}; measuring took {spent:.0f} s, all of the --seconds {args.seconds:.0f}:"
-              " no time is left for the training (give it more)", file=sys.stderr)
-        return 2
-    fitted = fitted_schedule(cfg, rates, left, args.stage1_floor, not args.no_lengthen)
-    changed = {k: v for k, v in fitted.items() if getattr(cfg, k) != v}
-    new_cfg = dataclasses.replace(cfg, **fitted)
-    print(f"{measured}, the budget is {args.seconds:.0f} s less {spent:.0f} s of measuring ="
-          f" {left:.0f} s: schedule x{new_cfg.total_iters / cfg.total_iters:.3f}, stages"
-          f" {' / '.join(str(n) for n in stage_iterations(new_cfg))} iterations"
-          f" ({projected_seconds(new_cfg, rates):.0f} s of steps)", file=sys.stderr)
-    if changed:
-        for key, value in fitted.items():
-            print(f"train.{key}={value}")
+    for item in fitted:
+        print(item)
     return 0
 
 

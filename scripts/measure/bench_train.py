@@ -10,7 +10,7 @@
 a randomly initialised CANINE of canine-c's architecture (``random-canine``, 768 x 12 layers;
 no download is possible offline) and the TrainConfig defaults (batches 64 / 64 / 16 x 4).
 ``demo``: the ``model`` and ``train`` sections of params.yaml; ``gpu``: those of
-params.gpu.yaml (the GPU profile's batches). Batches are synthetic with
+the GPU profile (its batches: cashg params profile gpu). Batches are synthetic with
 realistic sizes: glyphs of ~20 points, bigrams of two such characters, sentence windows of
 ``sentence_max_chars`` (or 40) characters with words of 3-7 letters and two-point spaces,
 ``model.style_refs`` 64 x 64 references per sample. ``--set section.key=value`` (repeatable)
@@ -40,6 +40,7 @@ import torch
 
 from cashg.core.config.model import ModelConfig, TrainConfig
 from cashg.core.params import DEFAULT_PARAMS, ParamsError, build, load_section
+from cashg.core.profiles import resolved
 from cashg.model.batch import SequenceSample, collate
 from cashg.training.checkpoint import as_plain
 from cashg.training.cli import apply_overrides
@@ -113,9 +114,12 @@ def load_profile(profile: str, overrides: list[str] = ()) -> tuple[ModelConfig, 
     train fields."""
     if profile == "paper":
         model_cfg, cfg = ModelConfig(text_backbone="random-canine"), TrainConfig()
+    elif profile == "gpu":  # params.yaml with the GPU profile over it
+        raw = resolved(DEFAULT_PARAMS, "gpu")
+        model_cfg = build(ModelConfig, raw["model"], "gpu profile: model")
+        cfg = build(TrainConfig, raw["train"], "gpu profile: train")
     else:
-        path = "params.gpu.yaml" if profile == "gpu" else DEFAULT_PARAMS
-        model_cfg, cfg = load_section("model", path), load_section("train", path)
+        model_cfg, cfg = load_section("model"), load_section("train")
     if not overrides:
         return model_cfg, cfg
     raw = apply_overrides({"model": {}, "train": {}}, list(overrides))

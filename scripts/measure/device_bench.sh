@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# The GPU figures of issue "The GPU, used" (items 2-4) in one call of a lent machine (the
-# device tool), most important first, each piece under its own time limit so that one slow
+# The GPU step's figures in one go on a GPU machine, most important first, each piece under
+# its own time limit so that one slow
 # piece cannot eat the rest: the replayed step against eager (agreement, then demo stages 1-3
 # eager, replayed and padded without replay, and paper stage 3 in bf16 and fp32, side by
 # side), the padded step's kernels (the largest kernel's share of the GPU time), samples per
 # second against batch size; COMPILE=1 adds the
-# compiled step (capture against compile time). TRAIN=1 then runs scripts/gpu_train.sh, the
-# GPU profile's dsd training (item 5), when results/subsets/dsd is there (carry it). One device
-# call may run 10 minutes: the pieces (DEADLINE, 330 s) and the training (6 minutes) do not fit
-# one call, so the whole issue is two calls on one warm machine, this script, then
-# `bash scripts/gpu_train.sh` (or TRAIN=1 DEADLINE=200 for one call with fewer pieces).
+# compiled step (capture against compile time). The training itself and the goals:
+# scripts/gpu_check.sh.
 #
 #   bash scripts/measure/device_bench.sh [OUTDIR]      # $OUT on the device machine, else OUTDIR
 #
@@ -85,12 +82,6 @@ piece batch-sweep-graphed 120 $m/batch_sweep.py --device $dev --stages 1,3 --ite
 if [ "${COMPILE:-0}" = 1 ]; then  # inductor needs minutes per graph: capture against compile
     piece demo-compiled-ro 200 $b --profile demo --device $dev --stages 3 --iters $it \
         --compile --compile-mode reduce-overhead --no-reference
-fi
-
-if [ "${TRAIN:-0}" = 1 ] && [ -d results/subsets/dsd ]; then  # item 5, after the pieces
-    echo "=== gpu-train (t+$(($(date +%s) - start)) s): scripts/gpu_train.sh dsd" | tee -a "$log"
-    OUT=$out DEVICE=$dev PYTHON=$py bash scripts/gpu_train.sh dsd >>"$log" 2>&1
-    echo "=== gpu-train rc=$? (t+$(($(date +%s) - start)) s)" | tee -a "$log"
 fi
 
 echo "=== summary" | tee -a "$log"

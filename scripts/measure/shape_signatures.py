@@ -10,7 +10,7 @@ twice: unpadded (``train.static_shapes`` off, every size follows the data) and p
 (:func:`cashg.training.tensor_tree.signature`) are counted. A CUDA-graph step captures once per
 padded signature (goal of issue "The GPU, used": at most 8 per stage).
 
-``demo``: params.yaml's model and train sections. ``paper``: params.paper.yaml's train
+``demo``: params.yaml's model and train sections. ``paper``: the paper profile's train
 section (batches 64 / 64 / 16 x 4, whole sentences) with the demo model (the data-dependent
 sizes come from the batches; the model's sizes only set the widths of a few tensors).
 """
@@ -25,7 +25,9 @@ from pathlib import Path
 
 import torch
 
-from cashg.core.params import load_section
+from cashg.core.config.model import TrainConfig
+from cashg.core.params import build, load_section
+from cashg.core.profiles import resolved
 from cashg.model.cashg_model import CASHG
 from cashg.model.static_shapes import ShapeLadder
 from cashg.training.cli import open_data
@@ -42,8 +44,8 @@ def main() -> int:
     ap.add_argument("--subsets", type=Path, default=Path("results/subsets/dsd"))
     args = ap.parse_args()
     model_cfg = load_section("model")
-    cfg = load_section("train", Path("params.paper.yaml") if args.profile == "paper"
-                       else Path("params.yaml"))
+    cfg = (build(TrainConfig, resolved("params.yaml", "paper")["train"], "paper profile")
+           if args.profile == "paper" else load_section("train"))
     if not (args.subsets / "train").is_dir():
         print(f"{args.subsets}/train: no train split (snakemake --cores all subsets__dsd)",
               file=sys.stderr)

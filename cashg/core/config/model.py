@@ -241,7 +241,7 @@ class TrainConfig:
     static_shapes: bool = False
     # replay the step as CUDA graphs, one capture per shape (cashg/training/graphed.py;
     # implies static_shapes; a CUDA device; a failed capture trains eagerly with a warning).
-    # Both on in params.gpu.yaml only: the padding serves the replay, which needs a CUDA device
+    # Both on in the GPU profile only: the padding serves the replay, which needs a CUDA device
     cuda_graphs: bool = False
     # sample from an exponential moving average of the weights (cashg/training/ema.py): 0 = the
     # last weights; else the average starts as a copy after ema_start iterations and moves
@@ -254,6 +254,19 @@ class TrainConfig:
     # drawn as a slightly different writer every iteration, its target ink and its style
     # references slanted alike by a shear uniform in [-augment_shear, augment_shear]; 0 = off
     augment_shear: float = 0.0
+    # where and how the train stage runs (read by it; flags of `cashg train` override them).
+    # device: auto (CUDA when there is one) | cpu | cuda; bf16: bf16 autocast (the paper:
+    # AMP off); workers: DataLoader processes that prepare the next batches (batches are pure
+    # functions of the iteration, so the count never changes them)
+    device: str = "auto"
+    bf16: bool = False
+    workers: int = 0
+    # a time budget for the whole training, in seconds (None: the schedule as written). The
+    # stage first times each curriculum stage's steps on this machine, then scales every
+    # iteration count alike so that the steps fill what is left (cashg/training/
+    # fit_schedule.py): the curriculum keeps its shape and no stage is left without steps.
+    # For a trial on a new machine; a run to keep trains its schedule
+    seconds: float | None = None
     # bookkeeping (not part of the resume-compatibility hash)
     log_interval: int = 100
     eval_interval: int = 5_000
@@ -279,6 +292,13 @@ class TrainConfig:
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"train.device must be auto, cpu or cuda, got {self.device!r}")
+        if self.workers < 0:
+            raise ValueError(f"train.workers must be >= 0, got {self.workers}")
+        if self.seconds is not None and self.seconds <= 0:
+            raise ValueError(f"train.seconds must be > 0 (or null: no budget), got"
+                             f" {self.seconds}")
         if self.compile_mode not in self.compile_modes:
             raise ValueError(f"train.compile_mode must be one of {', '.join(self.compile_modes)}"
                              f", got {self.compile_mode!r}")

@@ -1,9 +1,10 @@
-"""The table of scripts/measure/gpu_profile_check.sh: each benchmark's rate per stage (the
-replayed step read back one step late, as the training loop runs it), the goals of issue "The
-GPU profile" beside them, and the one-call training's loop rate per stage against the GPU
-profile's benchmark (goal: within 1.3x).
+"""The table of scripts/gpu_check.sh: how each piece ended, each benchmark's rate per stage
+(the replayed step read back one step late, as the training loop runs it) beside its goal,
+and the train stage's run: every curriculum stage reached, the graphs replayed (or the
+fallback to eager, flagged), its loop rate per stage against the GPU profile's benchmark
+(goal: within 1.3x).
 
-    python scripts/measure/gpu_profile_summary.py CHECK_LOG TRAIN_SUMMARY_JSON
+    python scripts/gpu_check_summary.py CHECK_LOG TRAIN_SUMMARY_JSON
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-PIECE = re.compile(r"^=== bench (\S+) \(")
+PIECE = re.compile(r"^=== bench-(\S+) \(")
+ENDED = re.compile(r"^=== (\S+) rc=(\d+)")
 STAGE = re.compile(r"^stage (\d): .* = ([\d.]+) it/s")
 PIPED = re.compile(r"^  pipelined .*: [\d.]+ s/it = ([\d.]+) it/s")
 FELL = re.compile(r"FELL BACK TO EAGER: (.*)")
@@ -42,7 +44,7 @@ def bench_rates(log: str) -> tuple[dict[tuple[str, int], float], dict[str, str]]
 
 def table(rates: dict[tuple[str, int], float], failures: dict[str, str],
           summary: dict | None) -> list[str]:
-    lines = ["benchmark   stage  it/s    goal"]
+    lines = ["benchmark   stage  it/s    goal (it/s)"]
     for (piece, stage), rate in sorted(rates.items()):
         goal = GOALS.get((piece, stage))
         mark = "" if goal is None else f">= {goal:g} {'met' if rate >= goal else 'NOT met'}"
@@ -53,6 +55,16 @@ def table(rates: dict[tuple[str, int], float], failures: dict[str, str],
         lines.append("no train_summary.json: the training did not finish")
         return lines
     loop = summary.get("loop", {})
+    reached = [k for k in (1, 2, 3) if (loop.get(f"stage{k}") or {}).get("iterations")]
+    lines.append(f"curriculum stages reached: {', '.join(map(str, reached)) or 'none'}"
+                 f" ({'all three' if reached == [1, 2, 3] else 'NOT all three'})")
+    graphs = summary.get("cuda_graphs")
+    if graphs and graphs.get("fell_back_to_eager"):
+        lines.append(f"train stage: the graphed step FELL BACK TO EAGER"
+                     f" ({graphs['fell_back_to_eager'][:160]})")
+    elif graphs:
+        lines.append(f"train stage: {graphs['captures']} graphs captured in"
+                     f" {graphs['capture_seconds']} s, {graphs['replays']} replays")
     lines.append(f"training: {summary.get('status')}, {summary.get('iterations')} iterations in "
                  f"{summary.get('seconds_this_session')} s on {summary.get('device')}; "
                  f"evaluations and checkpoints "
@@ -69,15 +81,24 @@ def table(rates: dict[tuple[str, int], float], failures: dict[str, str],
     return lines
 
 
+def pieces(log: str) -> list[str]:
+    """How each piece of the check ended (its exit status; a skipped piece says so)."""
+    out = [f"{m.group(1)}: {'ok' if m.group(2) == '0' else 'FAILED, rc ' + m.group(2)}"
+           for m in map(ENDED.match, log.splitlines()) if m]
+    out += [line[4:] for line in log.splitlines() if line.endswith("the nine minutes are spent")]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     log, summary_path = Path(args[0]), Path(args[1])
-    rates, failures = bench_rates(log.read_text(errors="replace"))
+    text = log.read_text(errors="replace")
+    rates, failures = bench_rates(text)
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
-    print("\n".join(table(rates, failures, summary)))
+    print("\n".join([*pieces(text), *table(rates, failures, summary)]))
     return 0
 
 
