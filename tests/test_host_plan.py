@@ -135,7 +135,7 @@ def test_a_steps_inputs_travel_as_one_buffer_and_read_back_whole(subsets: Path, 
 @contextlib.contextmanager
 def sync_points():
     """Under ``set_sync_debug_mode("warn")``: the Python stack of each host synchronisation
-    (distinct ones), so that one run on a lent GPU names every one of them, not the first."""
+    (distinct ones), so that one run on a GPU names every one of them, not the first."""
     stacks: list[str] = []
 
     def record(message, category, filename, lineno, file=None, line=None):

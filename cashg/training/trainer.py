@@ -174,6 +174,14 @@ class LoopClock:
 LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
 
 
+def own_stroke_blend(t: int, cfg: TrainConfig) -> float:
+    """Iteration ``t``'s share of the model's own predictions in its point inputs
+    (``train.own_strokes``): linear from 0 over stage 1, then constant."""
+    if cfg.own_strokes <= 0:
+        return 0.0
+    return cfg.own_strokes * min(1.0, t / max(cfg.stage2_start, 1))
+
+
 def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:
     """(M, 3) float32 weights of iteration ``t``'s micro-batches of ``streams`` (in order):
     per micro-batch its stream's generation weight over the stream's micro-batch count
@@ -561,7 +569,7 @@ class Trainer:
         use_vdl = tuple(vdl_on[s] and s != "char" for s in streams)
         # every micro-batch in one forward (cashg.training.packed), one backward of the sum
         per_micro = packed_losses(net, micro, self.cfg, self.amp, vdl_on, self.step_fn,
-                                  shapes)
+                                  shapes, own_strokes=own_stroke_blend(t, self.cfg))
         if self.loss_hook is not None:
             per_micro = [self.loss_hook(t, s, losses) for s, losses in zip(streams, per_micro)]
         sums, norm = self._backward(per_micro, streams, use_vdl, coef)

@@ -68,7 +68,7 @@ class ParseConfig:
     ``bad_segmentation``: a line whose segmentation ground truth is invalid (out-of-range
     strokes/points, wrong length, other text) is kept ``unsegmented`` or ``reject``-ed.
     ``min_kept_share``: the stage fails (naming the leading drop reasons and their fix) when it
-    keeps nothing or less than this share of what it saw (issue #15: no silent empty output).
+    keeps nothing or less than this share of what it saw (no silent empty output).
     """
 
     min_points_per_stroke: int = 1
