@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from cashg.model.gmm_head import MixtureParams
-from cashg.model.writer_gap import space_gap_points, whitespace  # noqa: F401 (re-exported)
+from cashg.model.relative_gap import space_gap_points, whitespace  # noqa: F401 (re-exported)
 
 PEN_CLASS_WEIGHTS = (1.0, 1.0, 2.0, 2.5)  # PM, PU, CURSIVE_EOC, EOC
 LAMBDA_PEN = 1.5

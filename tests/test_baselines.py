@@ -1,4 +1,4 @@
-"""Importing other methods' outputs (issue 28): matching, pen states, the importer's
+"""Importing other methods' outputs: matching, pen states, the importer's
 bookkeeping, the glyph-collage baseline, the params sections and the report's rows."""
 
 from __future__ import annotations

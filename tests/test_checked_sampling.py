@@ -60,7 +60,7 @@ def _sample(model, opts, reader=None, texts=TEXTS):
     cps, mask = encode_texts(texts)
     imgs = torch.rand(len(texts), 3, 64, 64, generator=torch.Generator().manual_seed(1))
     check = None if reader is None else CharacterCheck(reader, opts.check or 1)
-    return sample(model, cps, mask, imgs, opts, writer_gap=None, check=check)
+    return sample(model, cps, mask, imgs, opts, writer_word_gap=None, check=check)
 
 
 OPTS = SamplingOptions(seed=3, temperature=0.9, max_char_points=10, space_mode=True,

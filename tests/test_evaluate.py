@@ -246,7 +246,7 @@ def test_infer_cursive_option():
 
 
 def test_empty_ground_truth_is_an_error(tmp_path, capsys, repo_root):
-    """Issue #15 item 4: an empty test split used to exit 0 with every metric None."""
+    """An empty test split is an error, never exit 0 with every metric None."""
     from cashg.evaluation import stage
 
     (tmp_path / "none.yaml").write_text((repo_root / "params.yaml").read_text())

@@ -43,7 +43,7 @@ def _batch(stream: str):
         smp.chars[0][:, 2] = np.r_[np.zeros(len(smp.chars[0]) - 1), 3]
         # each writer's word gap (read by model.relative_gap only; one unknown)
         gap = (0.2, None, 0.9)[i]
-        samples.append(dataclasses.replace(smp, target=target, writer_gap=gap))
+        samples.append(dataclasses.replace(smp, target=target, writer_word_gap=gap))
     return collate(samples)
 
 

@@ -241,7 +241,7 @@ def test_height_exactly_one_and_aspect_kept(points):
     assert out.astype(np.float32)[:, 1].max() == np.float32(1.0)
 
 
-# ------------------------------------------------------------------ shape guards (issue #15)
+# ------------------------------------------------------------------ shape guards
 
 
 _LINE = np.column_stack([np.arange(6.0), np.zeros(6)])
@@ -254,7 +254,7 @@ _LINE = np.column_stack([np.arange(6.0), np.zeros(6)])
     (np.where(np.arange(12).reshape(6, 2) == 3, np.nan, _LINE), r"has 1 point\(s\) with NaN"),
 ])
 def test_geometry_entry_points_refuse_malformed_points(bad, match):
-    """Issue #15 item 13: an (N, 3) or (N, 1) array passed resampling silently."""
+    """An (N, 3) or (N, 1) array is refused by resampling, never passed silently."""
     calls = {
         "resample_pieces": lambda p: resample_pieces(p, np.array([0, len(p)]), 1.0),
         "resample_polyline": lambda p: resample_polyline(p, 1.0),

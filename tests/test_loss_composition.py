@@ -98,7 +98,7 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
             if model.gap_unit is not None:  # model.relative_gap: gaps in the writer's units
                 goal = b.deltas.clone()
                 for i in range(goal.shape[0]):
-                    g = float(b.writer_gap[i])
+                    g = float(b.writer_word_gap[i])
                     unit = g if np.isfinite(g) and g > 0 else float(model.gap_unit.scale)
                     for s, cp in enumerate(b.codepoints[i].tolist()):
                         if chr(cp) == " ":

@@ -128,12 +128,12 @@ def test_demo_corpus_defects_are_all_reported(tmp_path):
         assert rejected.get(defect["file"]) == "known_bad", defect
 
 
-# ------------------------------------------------------------ low-yield guard (issue #15 item 3)
+# ------------------------------------------------------------ low-yield guard
 
 
 def test_iam_without_segmentation_fails_preprocess_with_the_fix(tmp_path, capsys):
-    """Issue #15 item 3: without the Character-Queries JSON every line was dropped as
-    ``unsegmented`` in preprocessing and the stages still exited 0."""
+    """Without the Character-Queries JSON every line would be dropped as ``unsegmented`` in
+    preprocessing: the stage fails and says how to fix it, never exits 0 with nothing."""
     from preprocessing.stages import preprocess
 
     params = _params(tmp_path)

@@ -287,7 +287,7 @@ def _aspect(points: np.ndarray) -> float:
 
 
 def test_two_origins_iam_chunks_use_the_iam_span_not_the_stored_one(tmp_path: Path) -> None:
-    """Issue #15 item 1: IAM-origin chunks came out squashed (ETH's span for every chunk)."""
+    """IAM-origin chunks keep their own span (ETH's span for every chunk squashed them)."""
     path, chunks = _two_origin_file(tmp_path, [-200.0, 50.0], [5800.0, 8050.0])  # span 6000x8000
     report = _report()
     cfg = DatasetConfig(format="deepwriting", root=str(path), iam_subjects=(10002, 10220),

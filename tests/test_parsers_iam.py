@@ -298,7 +298,7 @@ def test_transcription_problem_rules():
 @pytest.mark.parametrize("text", ["Please Enter Transcription here",
                                   "please enter transcription  here.", "Enter Transcription here"])
 def test_known_placeholder_transcriptions_rejected_by_default(text):
-    """Issue #15 item 2: the IAM-OnDB placeholders were kept as text with the default params."""
+    """The IAM-OnDB placeholders are rejected as text with the default params."""
     assert transcription_problem(text, ParseConfig())[0] == "placeholder_transcription"
     assert transcription_problem("Please enter the shop here", ParseConfig()) is None
 

@@ -299,7 +299,7 @@ def test_read_range_matches_record_by_record(tmp_path):
 
 
 def test_deskew_guard_skips_short_deepwriting_chunk(tmp_path):
-    """Issue #15 item 5: a two-letter DeepWriting chunk got a ~-23 degree "correction"."""
+    """A two-letter DeepWriting chunk gets no slant "correction" (it got ~-23 degrees)."""
     from deepwriting_format import Piece, build_chunk, write_npz
 
     from cashg.core.config.data import DatasetConfig, DeskewConfig, PreprocessConfig
@@ -371,7 +371,7 @@ def _zh_record():
 def test_chinese_cap_policy_keeps_recorded_points_and_caps_long_chars():
     """Paper app. B.4: Chinese characters keep their recorded points; only a character with
     more than 160 points is resampled (to exactly 160, as the authors' OLHWD generator does);
-    no arc-length spacing resampling and no RDP (issue #15 item 7)."""
+    no arc-length spacing resampling and no RDP."""
     rec, strokes = _zh_record()
     settings = _zh_settings()
     assert settings.point_density == "cap" and settings.max_points_per_char == 160

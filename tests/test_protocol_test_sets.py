@@ -1,6 +1,6 @@
 """Protocol test sets through the real stages: parse records -> preprocess -> subsets.
 
-Issue 15 items 6 and 10: the DSD protocol's test ground truth keeps every resampled point (no
+The DSD protocol's test ground truth keeps every resampled point (no
 weak RDP, paper Sec. 4.1), and segmentation review never shrinks a test set that the protocol
 fixes by its split (flagged sentences stay, an unusable one is an error naming it); a protocol
 free to filter its test set drops flagged sentences and counts what preprocessing dropped.

@@ -10,22 +10,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_writer_gap import reread_batch, reread_modes
+from test_gap_unit import reread_batch, reread_modes
 
 from cashg.core.config.model import ModelConfig
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.losses import space_gap_points
 from cashg.model import CASHG
 from cashg.model.presets import TINY, with_changes
-from cashg.model.writer_gap import WriterGapUnit
+from cashg.model.relative_gap import RelativeGapUnit
 
 torch.set_num_threads(1)
 TEXTS = ["a b c", "xy  z", "ab c"]
 SCALE = 0.4  # the training sentences' median gap, the unit of an unknown writer
 
 
-def _unit() -> WriterGapUnit:
-    unit = WriterGapUnit()
+def _unit() -> RelativeGapUnit:
+    unit = RelativeGapUnit()
     unit.scale.fill_(SCALE)
     return unit
 
@@ -48,8 +48,8 @@ def test_only_a_spaces_later_x_offsets_are_divided_by_the_unit():
     assert torch.equal(got[..., 1], deltas[..., 1])  # dy is never touched
 
 
-    assert ModelConfig(relative_gap=True).reads_writer_gap
-    assert not ModelConfig().reads_writer_gap
+    assert ModelConfig(relative_gap=True).reads_writer_word_gap
+    assert not ModelConfig().reads_writer_word_gap
 
 
 def _model() -> CASHG:
@@ -65,7 +65,7 @@ def _sample(m, gaps):
     cps, mask = encode_texts(TEXTS)
     imgs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))[[0, 1, 1]]
     opts = SamplingOptions(seed=3, max_char_points=6, min_char_points=2, greedy=True)
-    return sample(m, cps, mask, imgs, opts, writer_gap=gaps), imgs
+    return sample(m, cps, mask, imgs, opts, writer_word_gap=gaps), imgs
 
 
 def _first_gap(res, i: int) -> tuple[int, float]:

@@ -54,7 +54,7 @@ def test_a_scaled_schedule_keeps_the_curriculum_shape():
 
 
 def test_a_fast_step_lengthens_the_schedule_in_its_shape():
-    """The schedule fills the budget both ways (issue "The GPU profile", item 1): twice the
+    """The schedule fills the budget both ways: twice the
     time at the same rates gives twice every stage; ``lengthen=False`` keeps the old cap."""
     rates = (0.1, 0.2, 0.5)
     need = projected_seconds(DEMO, rates)

@@ -419,9 +419,9 @@ def test_a_relative_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
                     Limits(max_char_points=4))
     try:
         known = WriteRequest("ab", WRITERS[0], None, None, 0)
-        assert engine.writer_gap(known) == pytest.approx(0.5)
-        assert engine.writer_gap(WriteRequest("ab", WRITERS[1], None, None, 0)) is None
-        assert engine.writer_gap(WriteRequest("ab", None, [], None, 0)) is None
+        assert engine.writer_word_gap(known) == pytest.approx(0.5)
+        assert engine.writer_word_gap(WriteRequest("ab", WRITERS[1], None, None, 0)) is None
+        assert engine.writer_word_gap(WriteRequest("ab", None, [], None, 0)) is None
         notes = []
         engine.write(known, SamplingOptions(seed=0, max_char_points=4, min_char_points=1),
                      lambda kind, data: notes.append(data.get("note")), lambda: False)

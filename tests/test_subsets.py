@@ -444,7 +444,7 @@ def test_drops_are_reported_with_reasons():
 @pytest.mark.parametrize("train, test, split", [((0, 5), (90, 99), "test"),
                                                 ((90, 99), (0, 5), "train")])
 def test_empty_split_is_an_error_naming_benchmark_split_and_rule(tmp_path, train, test, split):
-    """Issue #15 item 4: a split with 0 sentences gave exit 0 and metrics that were all None."""
+    """A split with 0 sentences is an error, never exit 0 with metrics that are all None."""
     inp = tmp_path / "brush.h5"
     write_ink(inp, synthetic_corpus("brush", 6, 2, seed=5))
     cfg = build(SubsetsConfig, {})

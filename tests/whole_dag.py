@@ -1,6 +1,6 @@
 """Run a pipeline copy's whole DAG in this process: every stage the report needs, in
 dependency order, by the very commands of ``dvc.yaml`` (what ``snakemake`` runs), with tiny
-budgets. Used by the dataset-swap tests (issue "Real data end to end")."""
+budgets. Used by the dataset-swap tests."""
 
 from __future__ import annotations
 

@@ -129,15 +129,15 @@ def held_out_style(scorer: StyleScorer, scored: Sequence[InkSentence],
 def teacher_forced_sentences(data: SplitData, writer: str, cfg) -> list[SequenceSample]:
     """``writer``'s sentences of ``data`` as samples to teacher-force: each with the writer's
     style references as generation draws them and, for a model that reads one
-    (``cfg.reads_writer_gap``), the writer's gap from its other lines."""
+    (``cfg.reads_writer_word_gap``), the writer's gap from its other lines."""
     refs = np.asarray(load_style_h5(data.dir / "style.h5", writer, cfg.style_image_size,
                                     cfg.style_refs), np.float32)
     samples = []
     for i in data.by_writer["sentence"][writer]:
         it = data.item("sentence", i)
-        gap = data.writer_gap(writer, i) if cfg.reads_writer_gap else None
+        gap = data.writer_word_gap(writer, i) if cfg.reads_writer_word_gap else None
         samples.append(SequenceSample(it.text, sentence_chars(*it.raw, len(it.text)), refs, 0,
-                                      writer_gap=gap))
+                                      writer_word_gap=gap))
     return samples
 
 

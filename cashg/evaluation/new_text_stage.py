@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from cashg.evaluation.runaway import RUNAWAY_DEFINITION, count_runaway
     from cashg.evaluation.style_score import StyleScoreError, StyleScorer
     from cashg.generation.outputs import decoding_record, describe_decoding
-    from cashg.generation.split import generate_prompts, writer_gaps
+    from cashg.generation.split import generate_prompts, writer_word_gaps
     from cashg.metrics.placement import PLACEMENT_DEFINITION
     from cashg.model.checkpoint import CheckpointError, load_model
     from cashg.model.device import resolve_device
@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         with InkFile(gt_path) as gt:
             reference = [s for s in gt if s.writer_id in set(writers)]
         prompts = deal_prompts(sentences, writers, ncfg.per_writer) if sentences else []
-        if cfg.reads_writer_gap:  # each writer's word gap from its real lines
+        if cfg.reads_writer_word_gap:  # each writer's word gap from its real lines
             gap_of = dict(zip((s.writer_id for s in reference),
-                              writer_gaps(reference, leave_out=False)))
+                              writer_word_gaps(reference, leave_out=False)))
             prompts = [p._replace(word_gap=gap_of.get(p.writer_id)) for p in prompts]
         generated = (generate_prompts(model, cfg, gcfg, prompts, style_h5, device,
                                       not args.no_progress) if prompts else [])

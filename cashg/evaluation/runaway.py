@@ -1,4 +1,4 @@
-"""Runaway ink: generated lines whose strokes leave the line (issue "Legibility II").
+"""Runaway ink: generated lines whose strokes leave the line.
 
 A sampled trajectory that loses its way does not end: it draws a long stroke off the line, or
 loops far above or below it, and the recognizer then reads garbage for the whole line. Its CER

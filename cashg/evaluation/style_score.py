@@ -1,4 +1,4 @@
-"""Style Score: does a generated line go to the writer it imitates? (issue "Style fidelity")
+"""Style Score: does a generated line go to the writer it imitates?
 
 DTW and the CSM measure how far generated ink lies from the writer's real ink of the same
 sentence. A user asks something else: "does this look like *my* handwriting?". The field's

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from cashg.core.ink import GlyphInk
-from cashg.model.writer_gap import whitespace
+from cashg.model.relative_gap import whitespace
 
 CAPPED_PENALTY = 2.0  # a candidate the point cap ended ranks below every one that ended itself
 

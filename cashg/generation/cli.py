@@ -218,10 +218,10 @@ def _generate(args: argparse.Namespace, options: SamplingOptions,
         print(f"cashg generate: {exc}", file=sys.stderr)
         return 1
     gap = None
-    if model.reads_writer_gap:  # model.relative_gap: the writer's gap from its lines
-        from cashg.generation.split import folder_writer_gap
+    if model.reads_writer_word_gap:  # model.relative_gap: the writer's gap from its lines
+        from cashg.generation.split import folder_writer_word_gap
 
-        gap = folder_writer_gap(args.style_h5.parent, args.writer) if args.writer else None
+        gap = folder_writer_word_gap(args.style_h5.parent, args.writer) if args.writer else None
         print("cashg generate: word gap " + (
             f"{gap:.3f}, the median of writer {args.writer}'s lines in {args.style_h5.parent}"
             if gap is not None else "unknown: the population's (the model reads it"
@@ -237,7 +237,7 @@ def _generate(args: argparse.Namespace, options: SamplingOptions,
             print(f"cashg generate: {exc}", file=sys.stderr)
             return 2
     sentences = sampling.generate_sentences(model, list(args.text), torch.from_numpy(refs),
-                                            options, writer_id=str(writer), writer_gap=gap,
+                                            options, writer_id=str(writer), writer_word_gap=gap,
                                             check=check)
     write_output(sentences, args.out, width=args.width)
     print(f"cashg generate: wrote {len(sentences)} line(s) to {args.out}", file=sys.stderr)

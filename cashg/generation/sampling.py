@@ -44,7 +44,7 @@ space lie at one height by construction (cashg.core.pen_states), and a model tra
 ``train.space_gap_x_only`` has learned only the x offset (the gap) there. A model with
 ``model.relative_gap`` draws that x offset in units of the sentence's writer gap (the
 population's where unknown), and it is multiplied back before the decoder reads it
-(:class:`cashg.model.writer_gap.WriterGapUnit`).
+(:class:`cashg.model.relative_gap.RelativeGapUnit`).
 
 Point choice: greedy = mean of the most probable component and the most probable pen state;
 stochastic = component ~ softmax(log_pi * (1 + bias) / temperature), point ~ N(mu, Sigma) with
@@ -89,7 +89,7 @@ from cashg.model.cashg_model import CASHG
 from cashg.model.decoder import PointContext, count_feature
 from cashg.model.decoder_step import Restart
 from cashg.model.gmm_head import N_PEN, RHO_LIMIT, GMMHead
-from cashg.model.writer_gap import whitespace
+from cashg.model.relative_gap import whitespace
 
 PU, CURSIVE_EOC, EOC = 1, 2, 3
 NO_END = (0.0, 0.0, -math.inf, -math.inf)  # pen-logit bias forbidding CURSIVE_EOC and EOC
@@ -213,12 +213,12 @@ def sample(
     style_images: torch.Tensor,  # (B, R, H, W)
     opts: SamplingOptions = DEFAULTS,
     on_step: StepCallback | None = None,
-    writer_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.reads_writer_gap)
+    writer_word_gap: torch.Tensor | None = None,  # (B,) float, NaN = unknown (model.reads_writer_word_gap)
     check: CharacterCheck | None = None,
 ) -> SampleResult:
     """Generate every sentence of the batch; see the module docstring. The model runs in eval
     mode (its previous mode is restored afterwards). ``on_step``: called with each step's
-    :class:`Step` (module docstring). ``writer_gap``: each sentence's writer word gap, read
+    :class:`Step` (module docstring). ``writer_word_gap``: each sentence's writer word gap, read
     by a model with ``model.relative_gap`` (None: every writer at the
     population's gap). ``check``: the glyph reader that ranks ``opts.check`` candidates
     per character (:class:`~cashg.generation.check.CheckError` when the option asks for one
@@ -235,7 +235,7 @@ def sample(
     was_training = model.training
     model.eval()
     try:
-        return _sample(model, codepoints, char_mask, style_images, opts, on_step, writer_gap,
+        return _sample(model, codepoints, char_mask, style_images, opts, on_step, writer_word_gap,
                        check)
     finally:
         model.train(was_training)
@@ -255,7 +255,7 @@ class _Rows:
 
     def __init__(self, model: CASHG, codepoints: torch.Tensor, char_mask: torch.Tensor,
                  style_images: torch.Tensor, opts: SamplingOptions,
-                 writer_gap: torch.Tensor | None = None, check: CharacterCheck | None = None):
+                 writer_word_gap: torch.Tensor | None = None, check: CharacterCheck | None = None):
         dec = model.decoder
         self.dec, self.bi_swt = dec, model.cfg.bi_swt
         self.windows = model.assemble_windows  # the window builder of teacher forcing
@@ -270,7 +270,7 @@ class _Rows:
         self.char_mask = char_mask
         mem_kv = dec.memory_kv(style.writer_memory, style.glyph_memory)  # (U, h, M, dh)
         # (B,) each sentence's gap unit (model.relative_gap: its writer's gap), or None
-        self.unit = (model.gap_unit.units(writer_gap, b) if model.gap_unit is not None
+        self.unit = (model.gap_unit.units(writer_word_gap, b) if model.gap_unit is not None
                      else None)
         if opts.use_cache:
             self.memory = dec.step_memory(
@@ -570,17 +570,17 @@ class _Rows:
 
 def _sample(model: CASHG, codepoints, char_mask, style_images, opts,
             on_step: StepCallback | None = None,
-            writer_gap: torch.Tensor | None = None,
+            writer_word_gap: torch.Tensor | None = None,
             check: CharacterCheck | None = None) -> SampleResult:
     """One point for every unfinished row per step until every row has finished."""
     n_sentences = codepoints.shape[0]
     if check is not None:  # K rows per sentence (module docstring)
         codepoints, char_mask, style_images = (x.repeat_interleave(check.k, 0) for x in (
             codepoints, char_mask, style_images))
-        if writer_gap is not None:
-            writer_gap = writer_gap.repeat_interleave(check.k, 0)
+        if writer_word_gap is not None:
+            writer_word_gap = writer_word_gap.repeat_interleave(check.k, 0)
     b = codepoints.shape[0]
-    rows = _Rows(model, codepoints, char_mask, style_images, opts, writer_gap, check)
+    rows = _Rows(model, codepoints, char_mask, style_images, opts, writer_word_gap, check)
     gen = torch.Generator(device=codepoints.device).manual_seed(opts.seed)
     head_proj = partial(F.linear, weight=model.head.proj.weight, bias=model.head.proj.bias)
     no_end = rows.x.new_tensor(NO_END)  # (4,)
@@ -690,18 +690,18 @@ def generate_sentences(
     writer_id: str = "",
     id_prefix: str = "gen",
     on_step: StepCallback | None = None,
-    writer_gap: float | None = None,
+    writer_word_gap: float | None = None,
     check: CharacterCheck | None = None,
 ) -> list[InkSentence]:
     """Sample the texts and return :class:`~cashg.core.ink.InkSentence` (absolute coordinates);
-    ``on_step`` and ``check`` as in :func:`sample`; ``writer_gap``: the writer's word gap for a
+    ``on_step`` and ``check`` as in :func:`sample`; ``writer_word_gap``: the writer's word gap for a
     model with ``model.relative_gap`` (None: the population's)."""
     dev = next(model.parameters()).device
     cps, mask = encode_texts(texts, dev)
     if style_images.dim() == 3:
         style_images = style_images[None].expand(len(texts), -1, -1, -1)
-    gaps = (None if writer_gap is None
-            else torch.full((len(texts),), float(writer_gap), device=dev))
+    gaps = (None if writer_word_gap is None
+            else torch.full((len(texts),), float(writer_word_gap), device=dev))
     res = sample(model, cps, mask, style_images.to(dev), opts, on_step, gaps, check)
     return [
         make_sentence(f"{id_prefix}-{i:05d}", writer_id, text, res.absolute(i), res.pen[i],

@@ -30,7 +30,7 @@ import numpy as np
 class Prompt(NamedTuple):
     """What to write: a line's id, the writer whose style references to use, the text, and
     the writer's word gap for a model with ``model.relative_gap`` (None: unknown, the
-    population's; :func:`writer_gaps`)."""
+    population's; :func:`writer_word_gaps`)."""
 
     sentence_id: str
     writer_id: str
@@ -38,7 +38,7 @@ class Prompt(NamedTuple):
     word_gap: float | None = None
 
 
-def writer_gaps(lines: Sequence, leave_out: bool) -> list[float | None]:
+def writer_word_gaps(lines: Sequence, leave_out: bool) -> list[float | None]:
     """Each line's writer word gap (:func:`cashg.core.pen_states.writer_word_gap`) from
     ``lines`` (InkSentences of several writers): with ``leave_out``, the median over the
     same writer's *other* lines (a split written again: a line is never described by its own
@@ -57,7 +57,7 @@ def writer_gaps(lines: Sequence, leave_out: bool) -> list[float | None]:
     return out
 
 
-def folder_writer_gap(split_dir: Path, writer: str) -> float | None:
+def folder_writer_word_gap(split_dir: Path, writer: str) -> float | None:
     """``writer``'s word gap (median over all its lines) from the lines of a subsets split
     folder: ``gt.h5`` (a test or validation split) or ``sentence.h5`` (a train split's
     windows, each space once); None when the folder has neither or the writer no gap. For
@@ -123,7 +123,7 @@ def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Pa
             gaps = torch.tensor([np.nan if s.word_gap is None else s.word_gap for s in chunk],
                                 dtype=torch.float32, device=device)
         res = sampling.sample(model, cps, mask, torch.from_numpy(refs).to(device),
-                              gcfg.sampling(k), writer_gap=gaps, check=check)
+                              gcfg.sampling(k), writer_word_gap=gaps, check=check)
         for j, (i, s) in enumerate(zip(batch, chunk)):
             out[i] = make_sentence(s.sentence_id, s.writer_id, s.text, res.absolute(j),
                                    res.pen[j], res.char_index[j])
@@ -142,7 +142,7 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
         gts = [f[sid] for sid in sorted(f.ids())]
     if gcfg.limit > 0:
         gts = gts[: gcfg.limit]
-    gaps = writer_gaps(gts, leave_out=True) if cfg.reads_writer_gap else [None] * len(gts)
+    gaps = writer_word_gaps(gts, leave_out=True) if cfg.reads_writer_word_gap else [None] * len(gts)
     prompts = [Prompt(s.sentence_id, s.writer_id, s.text, g) for s, g in zip(gts, gaps)]
     return (generate_prompts(model, cfg, gcfg, prompts, style_path, device, progress, check),
             gts)

@@ -1,4 +1,4 @@
-"""Placement: where a line's characters sit, not what they look like (issue "Placement").
+"""Placement: where a line's characters sit, not what they look like.
 
 Two quantities of one line of ink, both in units of the line's own **character height** (the
 median, over its letters and digits, of each character's vertical ink extent; over all its

@@ -29,7 +29,7 @@ class CharSequenceBatch:
     deltas (B, S, T, 2) float; pen (B, S, T) long; point_mask (B, S, T) bool, valid points
     first; style_images (B, R, H, W) float in [0, 1] (background 0, ink 1); writer_ids (B,)
     long; target_mask (B, S) bool; glyph_labels (B, R) long or None (SupCon labels of the
-    references; None = each reference is its own class); writer_gap (B,) float or None: each
+    references; None = each reference is its own class); writer_word_gap (B,) float or None: each
     sample's writer word gap (``model.relative_gap``; NaN = unknown, None = no sample has one).
     """
 
@@ -42,7 +42,7 @@ class CharSequenceBatch:
     writer_ids: torch.Tensor
     target_mask: torch.Tensor
     glyph_labels: torch.Tensor | None = None
-    writer_gap: torch.Tensor | None = None
+    writer_word_gap: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> CharSequenceBatch:
         return CharSequenceBatch(**{
@@ -66,7 +66,7 @@ class SequenceSample:
     writer_id: int
     target: list[bool] | None = None
     glyph_labels: np.ndarray | None = None  # (R,) int
-    writer_gap: float | None = None  # the writer's word gap (model.relative_gap); None = unknown
+    writer_word_gap: float | None = None  # the writer's word gap (model.relative_gap); None = unknown
     meta: dict = field(default_factory=dict)
 
 
@@ -102,14 +102,14 @@ def collate(samples: Sequence[SequenceSample]) -> CharSequenceBatch:
     if all(x.glyph_labels is not None for x in samples):
         labels = torch.from_numpy(np.stack([np.asarray(x.glyph_labels, np.int64) for x in samples]))
     gaps = None
-    if any(x.writer_gap is not None for x in samples):
-        gaps = torch.tensor([np.nan if x.writer_gap is None else x.writer_gap for x in samples],
+    if any(x.writer_word_gap is not None for x in samples):
+        gaps = torch.tensor([np.nan if x.writer_word_gap is None else x.writer_word_gap for x in samples],
                             dtype=torch.float32)
     return CharSequenceBatch(
         codepoints=codepoints, char_mask=char_mask, deltas=deltas, pen=pen,
         point_mask=point_mask, style_images=images,
         writer_ids=torch.tensor([x.writer_id for x in samples], dtype=torch.long),
-        target_mask=target & char_mask, glyph_labels=labels, writer_gap=gaps,
+        target_mask=target & char_mask, glyph_labels=labels, writer_word_gap=gaps,
     )
 
 
@@ -158,8 +158,8 @@ def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
                 device=b.style_images.device).reshape(b.style_images.shape[:2])
             for b in batches])
     gaps = None
-    if any(b.writer_gap is not None for b in batches):
-        gaps = torch.cat([b.writer_gap if b.writer_gap is not None else torch.full(
+    if any(b.writer_word_gap is not None for b in batches):
+        gaps = torch.cat([b.writer_word_gap if b.writer_word_gap is not None else torch.full(
             b.writer_ids.shape, float("nan"), device=b.writer_ids.device) for b in batches])
     return CharSequenceBatch(
         codepoints=torch.cat([b.codepoints for b in batches]),
@@ -170,7 +170,7 @@ def concat_batches(batches: Sequence[CharSequenceBatch]) -> CharSequenceBatch:
         style_images=torch.cat([b.style_images for b in batches]),
         writer_ids=torch.cat([b.writer_ids for b in batches]),
         target_mask=torch.cat([b.target_mask for b in batches]),
-        glyph_labels=labels, writer_gap=gaps,
+        glyph_labels=labels, writer_word_gap=gaps,
     )
 
 

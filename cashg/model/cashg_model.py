@@ -20,10 +20,10 @@ from cashg.model.decoder import BiSWTDecoder
 from cashg.model.gmm_head import GMMHead, MixtureParams
 from cashg.model.packing import Packing, take_rows
 from cashg.model.plan import ForwardPlan, WindowPlan, longest_window
+from cashg.model.relative_gap import RelativeGapUnit
 from cashg.model.static_shapes import LENGTH_CLASSES
 from cashg.model.style_encoder import StyleEncoder, StyleOutput
 from cashg.model.text_encoder import CharacterContextEncoder
-from cashg.model.writer_gap import WriterGapUnit
 
 
 @dataclass
@@ -59,21 +59,21 @@ class CASHG(nn.Module):
         self.style = StyleEncoder(cfg)
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
-        self.gap_unit = WriterGapUnit() if cfg.relative_gap else None
+        self.gap_unit = RelativeGapUnit() if cfg.relative_gap else None
 
     @property
-    def reads_writer_gap(self) -> bool:
+    def reads_writer_word_gap(self) -> bool:
         """Whether each writer's measured word gap changes what the model writes."""
         return self.gap_unit is not None
 
     def mixture_targets(self, batch: CharSequenceBatch) -> torch.Tensor:
         """(B, S, T, 2) the offsets the mixture is scored on: ``batch.deltas``, with a
         space's gap in units of the writer's gap under ``model.relative_gap``
-        (:class:`~cashg.model.writer_gap.WriterGapUnit`; the VDL, which reads heights only,
+        (:class:`~cashg.model.relative_gap.RelativeGapUnit`; the VDL, which reads heights only,
         takes the predicted modes in this frame as they are)."""
         if self.gap_unit is None:
             return batch.deltas
-        return self.gap_unit.targets(batch.deltas, batch.codepoints, batch.writer_gap)
+        return self.gap_unit.targets(batch.deltas, batch.codepoints, batch.writer_word_gap)
 
     def build_windows(
         self,

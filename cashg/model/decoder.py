@@ -248,7 +248,7 @@ def line_heights(deltas: torch.Tensor, point_mask: torch.Tensor) -> torch.Tensor
     starts from the same origin, so this is where the pen is within the line's band. With
     offsets alone the decoder cannot tell how far the line has drifted from where it began:
     each character is placed from its predecessor's ink, and the errors add up over a line
-    (issue "Placement": 7.5x the writers' drift)."""
+    (7.5x the writers' drift without them)."""
     b, s, t, _ = deltas.shape
     dy = torch.where(point_mask, deltas[..., 1], 0.0)
     return dy.reshape(b, s * t).cumsum(1).view(b, s, t, 1)

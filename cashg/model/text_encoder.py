@@ -250,7 +250,7 @@ class CharacterContextEncoder(nn.Module):
                    unique_size: int | None = None) -> TextPlan | None:
         """The index part of :meth:`plan` (``unique``, ``rows``, ``inverse``, ``valid``; no
         states), computed where the batch is: on the host for a training step, so that
-        ``unique`` / ``nonzero`` cost no host synchronisation (issue: the GPU step)."""
+        ``unique`` / ``nonzero`` cost no host synchronisation."""
         if not self.frozen:
             return None
         if unique_size is None:

@@ -136,18 +136,18 @@ class Engine:
                      f"{self.n_refs}")
         return images[idx].astype(np.float32) / 255.0, note
 
-    def writer_gap(self, req: WriteRequest) -> float | None:
+    def writer_word_gap(self, req: WriteRequest) -> float | None:
         """The word gap a ``model.relative_gap`` model is given: the median
         of a known writer's lines beside its references (memoised); None (the population's)
         for drawn glyphs, a writer without lines, or a model that does not read it."""
-        if not self.model.reads_writer_gap or req.writer is None:
+        if not self.model.reads_writer_word_gap or req.writer is None:
             return None
         with self._lock:
             if req.writer in self._gaps:
                 return self._gaps[req.writer]
-        from cashg.generation.split import folder_writer_gap
+        from cashg.generation.split import folder_writer_word_gap
 
-        gap = folder_writer_gap(self.writers[req.writer].path.parent, req.writer)
+        gap = folder_writer_word_gap(self.writers[req.writer].path.parent, req.writer)
         with self._lock:
             self._gaps[req.writer] = gap
         return gap
@@ -164,8 +164,8 @@ class Engine:
 
         started = time.perf_counter()
         refs, note = self.references(req)
-        gap = self.writer_gap(req)
-        if self.model.reads_writer_gap:  # say which word gap the model was given
+        gap = self.writer_word_gap(req)
+        if self.model.reads_writer_word_gap:  # say which word gap the model was given
             note += (f"; word gap {gap:.3f} (the median of the writer's lines)" if gap is not None
                      else "; word gap: the population's")
         png = base64.b64encode(strip_png(refs)).decode("ascii")
@@ -202,7 +202,7 @@ class Engine:
             opts = dataclasses.replace(opts, check=check.k)
         (sentence,) = generate_sentences(self.model, [req.text], torch.from_numpy(refs), opts,
                                          writer_id=writer_id, id_prefix="studio",
-                                         on_step=on_step, writer_gap=gap, check=check)
+                                         on_step=on_step, writer_word_gap=gap, check=check)
         flush()
         return Written(sentence, note, float(clock["first"] or 0.0),
                        time.perf_counter() - started, int(clock["steps"]))

@@ -21,7 +21,7 @@ A changed config has another hash, hence another folder: incompatible runs never
 ``dvclive/`` and ``samples/`` are rebuilt by every run: a resumed run replays what its
 checkpoint recorded (curves, sample images), so they survive DVC deleting them before a rerun.
 
-``--deadline S`` is a wall-time limit: the run stops after S seconds of this session at the end
+``--deadline S`` is a wall-time limit: the run stops S seconds after it started, at the end
 of an iteration, writes a checkpoint and exits 75 ("not finished": no ``model.pt``, so a
 workflow reruns the job); the same command then continues from that checkpoint. SIGTERM (a
 scheduler's warning before its limit, a ``kill``) does the same and exits 143. A time budget

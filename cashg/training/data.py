@@ -233,9 +233,9 @@ class SplitData:
         self._buckets: dict[tuple[str, int], list[dict[str, np.ndarray]]] = {}
         self._memo: dict[tuple[str, int], _Item] = {}
         self._images: dict[str, np.ndarray] = {}
-        self._writer_gaps: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        self._writer_word_gaps: dict[str, tuple[list[str], list[np.ndarray]]] = {}
         self._keys: tuple[np.ndarray, np.ndarray] | None = None  # see _line_keys
-        self._gap_memo: dict[tuple[str, str | None], float | None] = {}  # see writer_gap
+        self._gap_memo: dict[tuple[str, str | None], float | None] = {}  # see writer_word_gap
 
     def n_writers(self, stream: str) -> int:
         return len(self.by_writer[stream])
@@ -307,7 +307,7 @@ class SplitData:
         return [(p, float(c[1, 0])) for p, (ch, c) in enumerate(zip(it.text, chars))
                 if ch == " " and len(c) > 1]
 
-    def writer_gap(self, writer: str, sentence: int | None = None) -> float | None:
+    def writer_word_gap(self, writer: str, sentence: int | None = None) -> float | None:
         """The writer's word gap (``model.relative_gap``, :func:`cashg.core.pen_states.
         writer_word_gap`): the median of the gaps of its lines in this split, the line of
         sentence sample ``sentence`` left out (a sample is never described by its own line's
@@ -318,9 +318,9 @@ class SplitData:
         leave = None if sentence is None else str(self._line_keys()[0][sentence])
         key = (writer, leave)
         if key not in self._gap_memo:  # a batch asks for every sample's: memoised
-            if writer not in self._writer_gaps:
-                self._writer_gaps[writer] = self._line_gaps(writer)
-            names, gaps = self._writer_gaps[writer]
+            if writer not in self._writer_word_gaps:
+                self._writer_word_gaps[writer] = self._line_gaps(writer)
+            names, gaps = self._writer_word_gaps[writer]
             self._gap_memo[key] = writer_word_gap(gaps, names.index(leave) if leave in names
                                                   else None)
         return self._gap_memo[key]
@@ -399,12 +399,12 @@ class BatchSource:
     ``style_refs``: reference images per sample (the model config's ``style_refs``)."""
 
     def __init__(self, data: SplitData, cfg: TrainConfig, rank: int = 0, world: int = 1,
-                 purpose: int = PURPOSE_TRAIN, *, style_refs: int, writer_gap: bool = False):
+                 purpose: int = PURPOSE_TRAIN, *, style_refs: int, writer_word_gap: bool = False):
         if style_refs < 1:
             raise ValueError(f"model.style_refs must be >= 1, got {style_refs}")
         self.data, self.cfg, self.rank, self.world, self.purpose = data, cfg, rank, world, purpose
         self.style_refs = style_refs
-        self.writer_gap = writer_gap  # model.relative_gap: each sample carries its writer's gap
+        self.writer_word_gap = writer_word_gap  # model.relative_gap: each sample carries its writer's gap
         for s in data.readers:
             if data.n_writers(s) < world:
                 raise DataError(f"{data.dir / f'{s}.h5'}: {data.n_writers(s)} writers cannot "
@@ -452,13 +452,13 @@ class BatchSource:
             if it.raw is not None:
                 text, chars = crop_sentence(it.text, *it.raw, self.cfg.sentence_max_chars, rng)
             refs = self.data.style_refs(it.writer, self.style_refs, rng)
-            gap = (self.data.writer_gap(it.writer, int(i) if stream == "sentence" else None)
-                   if self.writer_gap else None)
+            gap = (self.data.writer_word_gap(it.writer, int(i) if stream == "sentence" else None)
+                   if self.writer_word_gap else None)
             a = self.writer_map(t, it.writer)
             if a is not None:  # the same new writer in every stream of this iteration
                 chars, refs = map_chars(chars, a), map_images(refs, a)
             samples.append(SequenceSample(text, chars, refs, self.data.writer_int[it.writer],
-                                          target=it.target, writer_gap=gap))
+                                          target=it.target, writer_word_gap=gap))
         return collate(samples)
 
     def writer_map(self, t: int, writer: str) -> np.ndarray | None:

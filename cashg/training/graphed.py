@@ -1,7 +1,7 @@
 """``train.cuda_graphs``: the training step captured once per shape and replayed.
 
 On a GPU the demo step is bound by the host: thousands of small kernels a step, each launched
-from Python (issue "The GPU, used": the H200 busy 40 % of a profiled demo step). A CUDA graph
+from Python (an H200 was busy 40 % of a profiled demo step). A CUDA graph
 replays a whole captured sequence of kernels with one launch. What is captured is the bulk of
 the step, given its inputs (the padded batch and plan of :func:`cashg.training.packed.
 step_inputs`, the loss weights of this iteration as a tensor): zeroing the gradient, the

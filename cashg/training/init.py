@@ -44,7 +44,7 @@ def position_scale(chars: list[np.ndarray]) -> np.ndarray:
 def gap_scale(gaps: np.ndarray) -> float:
     """The median of the word gaps ``gaps`` (k,) (:meth:`~cashg.training.data.SplitData.
     init_gaps`), the unit of ``model.relative_gap`` where a writer's gap is unknown
-    (:class:`cashg.model.writer_gap.WriterGapUnit`); 1.0, the sentence height, when there
+    (:class:`cashg.model.relative_gap.RelativeGapUnit`); 1.0, the sentence height, when there
     is none."""
     return float(np.median(gaps)) if len(gaps) else 1.0
 

@@ -1,4 +1,4 @@
-"""A replayed step's values read back one step late (issue: the GPU step without host syncs).
+"""A replayed step's values read back one step late (no host synchronisation per step).
 
 The eager step reads its logged losses and gradient norm to the host before the optimizer
 steps: whether they are finite decides, on the host, whether the step is applied. On a GPU that

@@ -126,7 +126,7 @@ class RunOptions:
     resume: bool = True  # continue the latest checkpoint of a compatible run
     track: bool = True  # dvclive into <out>/dvclive
     stop_after: int | None = None  # checkpoint and return after this iteration (walltime slices)
-    # seconds after the start of this session (a wall-time limit): checkpoint and return with
+    # seconds after this process started training (a wall-time limit): checkpoint, return with
     # status "deadline"; the CLI then exits "not finished" and the same command continues
     deadline: float | None = None
     cache_data: bool = True
@@ -253,10 +253,10 @@ class Trainer:
         # style references per sample: the model's number, in training and evaluation alike
         self.source = BatchSource(train_data, cfg, self.dist.rank, self.dist.world,
                                   style_refs=model_cfg.style_refs,
-                                  writer_gap=model_cfg.reads_writer_gap)
+                                  writer_word_gap=model_cfg.reads_writer_word_gap)
         self.val_source = (BatchSource(val_data, cfg, 0, 1, purpose=PURPOSE_EVAL,
                                        style_refs=model_cfg.style_refs,
-                                       writer_gap=model_cfg.reads_writer_gap)
+                                       writer_word_gap=model_cfg.reads_writer_word_gap)
                            if val_data is not None else None)
         torch.manual_seed(cfg.seed)
         model = CASHG(model_cfg)

@@ -1,4 +1,4 @@
-"""Samples per second of a training step against its batch size (issue "The GPU, used", item 4).
+"""Samples per second of a training step against its batch size.
 
     python scripts/measure/batch_sweep.py [--device cuda] [--scales 1,2,4,8,16] [--stages 1,3]
         [--iters 10] [--cuda-graphs] [--bf16]

@@ -5,8 +5,8 @@ length classes, side by side: the steps of one stage interleaved (eager, padded 
     python scripts/measure/length_classes.py --stage 3 --iters 10 \\
         [--old 32,64,128] [--new 24,32,48,64,96,128]
 
-Prints the median seconds per step of each and the padded / eager ratios (goal of issue "The
-GPU step made sound", item 2: <= 1.2x), then each padded trainer's shape ladder. The first
+Prints the median seconds per step of each and the padded / eager ratios (the goal: <= 1.2x),
+then each padded trainer's shape ladder. The first
 two steps of each are warm-up and not counted. One CPU thread.
 """
 

@@ -127,7 +127,7 @@ def main() -> None:
                   f"{busy:.3f} s of it ({busy / wall:.0%}), "
                   f"{sum(e.count for e in gpu) / args.iters:.0f} kernels per iteration")
             top = max(gpu, key=lambda e: e.self_device_time_total, default=None)
-            if top is not None and busy > 0:  # goal of issue "The GPU, used": <= 5 %
+            if top is not None and busy > 0:  # the goal: <= 5 %
                 share = top.self_device_time_total / 1e6 / args.iters / busy
                 print(f"## stage {stage}: largest kernel {top.key[:60]!r}: {share:.1%} of the "
                       f"GPU time ({top.self_device_time_total / 1e3 / args.iters:.1f} ms per "

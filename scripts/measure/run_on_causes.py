@@ -37,7 +37,7 @@ from cashg.core.ink import read_ink
 from cashg.core.params import load_section
 from cashg.core.records import PU
 from cashg.generation.inputs import load_style_h5
-from cashg.generation.split import writer_gaps
+from cashg.generation.split import writer_word_gaps
 from cashg.model.batch import SequenceSample, collate
 from cashg.model.checkpoint import load_model
 
@@ -51,7 +51,7 @@ def line_sample(sentence, refs: np.ndarray, gap: float | None) -> SequenceSample
     deltas = np.diff(xy, axis=0, prepend=np.zeros((1, 2)))
     pts = np.concatenate([deltas, np.asarray(sentence.pen)[:, None]], 1).astype(np.float32)
     chars = [pts[sentence.char_index == c] for c in range(len(sentence.text))]
-    return SequenceSample(sentence.text, chars, refs, 0, writer_gap=gap)
+    return SequenceSample(sentence.text, chars, refs, 0, writer_word_gap=gap)
 
 
 def end_probabilities(model, samples: list[SequenceSample], temperature: float) -> list:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [s for _, s in sorted(read_ink(args.pred).items())]
     if args.limit:
         lines = lines[:args.limit]
-    gaps = writer_gaps(lines, leave_out=True) if cfg.reads_writer_gap else [None] * len(lines)
+    gaps = writer_word_gaps(lines, leave_out=True) if cfg.reads_writer_word_gap else [None] * len(lines)
     refs: dict[str, np.ndarray] = {}
     samples = []
     for s, g in zip(lines, gaps):

@@ -8,7 +8,7 @@ trainer builds them (the stage's micro-batches from the subsets' train split, jo
 twice: unpadded (``train.static_shapes`` off, every size follows the data) and padded (on,
 :mod:`cashg.model.static_shapes`), and the distinct shape signatures of all their tensors
 (:func:`cashg.training.tensor_tree.signature`) are counted. A CUDA-graph step captures once per
-padded signature (goal of issue "The GPU, used": at most 8 per stage).
+padded signature (the goal: at most 8 per stage).
 
 ``demo``: params.yaml's model and train sections. ``paper``: the paper profile's train
 section (batches 64 / 64 / 16 x 4, whole sentences) with the demo model (the data-dependent

@@ -46,7 +46,7 @@ def marginal_stats(log_pi: torch.Tensor, mu_x: torch.Tensor, sigma_x: torch.Tens
     return np.stack([median, GRID[pdf.argmax(1)], (pi * mu).sum(1)], 1)
 
 
-def writer_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, np.ndarray]:
+def writer_word_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, np.ndarray]:
     """(real gaps (G,), predicted (G, 3)) of every gap point of ``writer``'s sentences."""
     samples = teacher_forced_sentences(data, writer, cfg)
     real, pred = [], []
@@ -59,7 +59,7 @@ def writer_gaps(model, cfg, data: SplitData, writer: str) -> tuple[np.ndarray, n
         real.append(batch.deltas[at][:, 0].numpy())
         stats = marginal_stats(p.log_pi[at], p.mu[at][..., 0], p.sigma[at][..., 0])
         if model.gap_unit is not None:  # model.relative_gap: the mixture's gap in writer units
-            unit = model.gap_unit.units(batch.writer_gap, len(at))[:, None, None].expand(at.shape)
+            unit = model.gap_unit.units(batch.writer_word_gap, len(at))[:, None, None].expand(at.shape)
             stats = stats * unit[at].numpy()[:, None]
         pred.append(stats)
     return np.concatenate(real), np.concatenate(pred)
@@ -85,7 +85,7 @@ def main() -> int:
         model.eval()
         pairs = []
         for writer in writers:
-            real, pred = writer_gaps(model, cfg, data, writer)
+            real, pred = writer_word_gaps(model, cfg, data, writer)
             med = np.median(pred, 0)
             pairs.append((np.median(real), med[0]))
             if not args.summary_only:

@@ -60,7 +60,7 @@ class ModelConfig:
     # Also add the character's identity embedding to each of its trajectory tokens (besides the
     # identity token that opens its part of the window). Off = the identity token only.
     identity_every_token: bool = False
-    # Placement inputs (issue "Placement"; the paper's tokens carry offsets only): also embed
+    # Placement inputs (not in the paper: the paper's tokens carry offsets only): also embed
     # the character's ink so far as a box relative to the pen (where a stroke after a pen lift
     # starts), and the pen's height in the line's height-normalised frame (the running sum of
     # the sample's y offsets from its origin: how far the line has drifted). Off = not embedded.
@@ -84,7 +84,7 @@ class ModelConfig:
     # other lines; the training sentences' median where unknown): the mixture's x target at
     # the gap is divided by it and a sampled gap multiplied by it, so a writer the model did
     # not see still gets its own spacing; off = in the ink's units, as every point (the
-    # paper's). cashg/model/writer_gap.py (WriterGapUnit)
+    # paper's). cashg/model/relative_gap.py (RelativeGapUnit)
     relative_gap: bool = False
     # Context branch (Sec. 3.3 "each decoder block conditions on ... the position-specific
     # context memory"; app. C.2 "separate decoder branches"): blocks after the style branch
@@ -112,7 +112,7 @@ class ModelConfig:
             raise ValueError(f"model.context_layers must be >= 0, got {self.context_layers}")
 
     @property
-    def reads_writer_gap(self) -> bool:
+    def reads_writer_word_gap(self) -> bool:
         """Whether the model is given each writer's measured word gap (``relative_gap``)."""
         return self.relative_gap
 

@@ -12,7 +12,7 @@ from cashg.core.config.model import TrainConfig
 from cashg.core.ink import InkFile
 from cashg.core.pen_states import insert_spaces, space_gaps, writer_word_gap
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample
-from cashg.generation.split import writer_gaps
+from cashg.generation.split import writer_word_gaps
 from cashg.losses import most_probable_mean, space_gap_points
 from cashg.model import CASHG
 from cashg.model.batch import SequenceSample, collate
@@ -58,10 +58,10 @@ def test_a_writers_gap_leaves_the_described_line_out():
     assert writer_word_gap([np.array([1.0])], leave_out=0) is None
 
 
-def test_writer_gaps_of_a_split_are_each_writers_other_lines(subsets):
+def test_writer_word_gaps_of_a_split_are_each_writers_other_lines(subsets):
     with InkFile(subsets / "test" / "gt.h5") as f:
         lines = [f[s] for s in sorted(f.ids())]
-    loo, whole = writer_gaps(lines, leave_out=True), writer_gaps(lines, leave_out=False)
+    loo, whole = writer_word_gaps(lines, leave_out=True), writer_word_gaps(lines, leave_out=False)
     for k, line in enumerate(lines):
         mine = [j for j, o in enumerate(lines) if o.writer_id == line.writer_id]
         own = [space_gaps(lines[j].text, lines[j].xy, lines[j].char_index) for j in mine]
@@ -75,12 +75,12 @@ def test_training_samples_carry_their_writers_gap_without_their_own(subsets):
     cfg = TrainConfig(seed=0, sentence_max_chars=12, val_writers=1)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
     off = BatchSource(train, cfg, style_refs=2)
-    on = BatchSource(train, cfg, style_refs=2, writer_gap=True)
+    on = BatchSource(train, cfg, style_refs=2, writer_word_gap=True)
     rows = train.readers["sentence"].texts()  # (line, offset, text) of every window
     windows = [r[0] for r in rows]
     assert len(set(windows)) < len(windows)  # some line is cut into overlapping windows
     for stream in ("char", "bigram", "sentence"):
-        assert off.batch(3, stream, 0, 3).writer_gap is None
+        assert off.batch(3, stream, 0, 3).writer_word_gap is None
         batch = on.batch(3, stream, 0, 3)
         idx = on.indices(3, stream, 0, 3)
         names = {i: w for w, i in train.writer_int.items()}
@@ -95,7 +95,7 @@ def test_training_samples_carry_their_writers_gap_without_their_own(subsets):
                 spaces = [p for p, ch in enumerate(text) if ch == " "]
                 for p, g in zip(spaces, train.word_gaps(j)):
                     gaps[line, offset + p] = g
-            assert float(batch.writer_gap[k]) == pytest.approx(
+            assert float(batch.writer_word_gap[k]) == pytest.approx(
                 float(np.median(list(gaps.values()))), rel=1e-6)
 
 
@@ -113,7 +113,7 @@ def _sample(m, gaps, use_cache=True, greedy=True):
     imgs = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))[[0, 1, 1]]
     return sample(m, cps, mask, imgs, SamplingOptions(seed=3, max_char_points=6,
                                                       min_char_points=3, use_cache=use_cache,
-                                                      greedy=greedy), writer_gap=gaps), imgs
+                                                      greedy=greedy), writer_word_gap=gaps), imgs
 
 
 @pytest.mark.parametrize("greedy", [True, False])
@@ -147,7 +147,7 @@ def reread_batch(res, imgs: torch.Tensor, texts: list[str], gaps: list[float | N
     for i, text in enumerate(texts):
         pts = np.concatenate([res.deltas[i], res.pen[i][:, None]], 1)
         chars = [pts[res.char_index[i] == c] for c in range(len(text))]
-        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i, writer_gap=gaps[i]))
+        samples.append(SequenceSample(text, chars, imgs[i].numpy(), i, writer_word_gap=gaps[i]))
     return collate(samples)
 
 
@@ -161,23 +161,23 @@ def reread_modes(m, batch) -> torch.Tensor:
     return mode
 
 
-def test_a_split_folders_writer_gap_is_the_median_of_all_its_lines(subsets):
+def test_a_split_folders_writer_word_gap_is_the_median_of_all_its_lines(subsets):
     """``cashg generate --writer`` and the studio read a writer's gap from the lines beside
     its references: a test split's gt.h5, or a train split's windows (each space once, the
     training samples' figure without a line left out)."""
-    from cashg.generation.split import folder_writer_gap
+    from cashg.generation.split import folder_writer_word_gap
 
     with InkFile(subsets / "test" / "gt.h5") as f:
         lines = list(f)
     for writer in sorted({s.writer_id for s in lines}):
         mine = [s for s in lines if s.writer_id == writer]
-        assert folder_writer_gap(subsets / "test", writer) == pytest.approx(float(np.median(
+        assert folder_writer_word_gap(subsets / "test", writer) == pytest.approx(float(np.median(
             np.concatenate([space_gaps(s.text, s.xy, s.char_index) for s in mine]))))
     train, _, _, _ = open_data(subsets, TrainConfig(seed=0, val_writers=1), cache=True)
     for writer in train.writers:
-        assert folder_writer_gap(subsets / "train", writer) == pytest.approx(
-            train.writer_gap(writer), rel=1e-5)
-    assert folder_writer_gap(subsets / "test", "nobody") is None
+        assert folder_writer_word_gap(subsets / "train", writer) == pytest.approx(
+            train.writer_word_gap(writer), rel=1e-5)
+    assert folder_writer_word_gap(subsets / "test", "nobody") is None
 
 
 def test_generate_sentences_passes_one_writers_gap_to_every_line():
@@ -186,10 +186,10 @@ def test_generate_sentences_passes_one_writers_gap_to_every_line():
     m = _model()
     imgs = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(1))
     opts = SamplingOptions(seed=3, max_char_points=6, min_char_points=3, greedy=True)
-    lines = {g: generate_sentences(m, TEXTS[:2], imgs, opts, writer_gap=g) for g in (0.3, 0.9)}
+    lines = {g: generate_sentences(m, TEXTS[:2], imgs, opts, writer_word_gap=g) for g in (0.3, 0.9)}
     cps, mask = encode_texts(TEXTS[:2])
     want = sample(m, cps, mask, imgs[None].expand(2, -1, -1, -1), opts,
-                  writer_gap=torch.full((2,), 0.3))
+                  writer_word_gap=torch.full((2,), 0.3))
     for i in range(2):
         np.testing.assert_allclose(np.diff(lines[0.3][i].xy, axis=0),
                                    want.deltas[i][1:], atol=1e-5, rtol=0)

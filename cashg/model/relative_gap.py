@@ -1,5 +1,5 @@
 """A writer's word gap, measured on its other lines, as the unit of a space's gap
-(``model.relative_gap``, :class:`WriterGapUnit`; not in the paper), and the masks of the
+(``model.relative_gap``, :class:`RelativeGapUnit`; not in the paper), and the masks of the
 spaces' points that the losses and the sampler share.
 
 A writer's spacing cannot be seen in its style references, which are single glyphs, and a
@@ -7,7 +7,7 @@ model trained in the ink's units writes a writer it did not see at about the pop
 gap. The writer's gap, the median word gap of its *other* lines
 (:func:`cashg.core.pen_states.writer_word_gap`), is a measured descriptor, as DSD's
 writer-dependent global descriptors from several reference samples are (paper Sec. 4.1);
-:class:`WriterGapUnit` makes it the unit the gap is predicted in. The options that gave the
+:class:`RelativeGapUnit` makes it the unit the gap is predicted in. The options that gave the
 gap a head of its own or the writer's gap as a style input were measured and not kept
 (docs/results-log.md).
 """
@@ -39,7 +39,7 @@ def space_gap_points(codepoints: torch.Tensor, n_points: int) -> torch.Tensor:
     return space[..., None] & later
 
 
-class WriterGapUnit(nn.Module):
+class RelativeGapUnit(nn.Module):
     """A space's gap point in units of the writer's word gap (``model.relative_gap``; not in
     the paper).
 
