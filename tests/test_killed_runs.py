@@ -3,7 +3,8 @@ and ends with what an uninterrupted run ends with (:mod:`kill_harness`).
 
 The default suite kills the demo pipeline at a tiny size twice on its way to a trained model:
 once early (while the data stages run) and once inside the training, after its first
-checkpoint. ``CASHG_KILL_POINTS=N`` adds the long mode: the whole DAG, killed at N moments
+checkpoint; then it leaves a record in ``dvc.lock`` cut short, as a kill inside Snakemake's
+success hook does. ``CASHG_KILL_POINTS=N`` adds the long mode: the whole DAG, killed at N moments
 (random, seeded; one in five in Snakemake's success hook, which writes ``dvc.lock``), in
 chains of five kills each followed by a run to the end; each chain's final ``dvc.lock``
 hashes and metrics are compared with an uninterrupted run's, and a table of where each kill
@@ -22,9 +23,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kill_harness import differences, outcome, run, running_rules, tiny_pipeline
 
-from workflow.dag import load_stages
+from workflow.dag import RECORD_PENDING, load_stages
 
 KILL_POINTS = int(os.environ.get("CASHG_KILL_POINTS", "0"))
 CHAIN = 5  # kills before a chain's run to the end
@@ -68,6 +70,17 @@ def test_a_killed_run_is_continued_by_the_same_command(tmp_path):
                      final.log)
     reference = _reference_training(root, tmp_path / "uninterrupted")
     assert _md5(root / "results/train/dsd/model.pt") == _md5(reference)
+
+    # a kill inside the success hook: dvc.lock not written, and nothing left to run
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    assert "train@dsd" in lock["stages"]
+    (root / "dvc.lock").unlink()
+    (root / RECORD_PENDING).touch()
+    again = run(root, TRAINED, log_name="after-hook.log")
+    assert again.returncode == 0, again.log[-3000:]
+    assert "left its record in dvc.lock unfinished: finishing it" in again.log
+    assert yaml.safe_load((root / "dvc.lock").read_text())["stages"].keys() == lock["stages"].keys()
+    assert not (root / RECORD_PENDING).exists()
 
 
 @pytest.mark.slow
@@ -124,7 +137,7 @@ LOCK_HOLDER = """
 import sys, time
 sys.path.insert(0, {repo!r})
 from workflow.stale_lock import clear_stale_locks
-print(len(clear_stale_locks({root!r})), flush=True)
+print(len(clear_stale_locks({root!r}) or []), flush=True)
 time.sleep(float(sys.argv[1]))
 """
 
@@ -151,3 +164,12 @@ def test_a_killed_runs_lock_is_cleared_and_a_live_runs_is_not(tmp_path):
     after = holder(0)
     assert after.stdout.readline().strip() == "1" and after.wait(30) == 0
     assert not any(locks.iterdir())
+
+
+def test_a_dry_run_is_recognised_on_the_command_line():
+    from workflow.dag import dry_run_requested
+
+    for argv in (["-n"], ["-np", "--cores", "2"], ["--dry-run"], ["all", "--dryrun"]):
+        assert dry_run_requested(argv), argv
+    for argv in ([], ["--cores", "all"], ["-c", "2", "-p"], ["--rerun-incomplete"]):
+        assert not dry_run_requested(argv), argv

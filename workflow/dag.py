@@ -142,6 +142,9 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
         return []
     files = _output_files([str(root / o.path) for s in done for o in s.outs])
     times = {f: f.stat() for f in files}
+    pending = root / RECORD_PENDING
+    pending.parent.mkdir(parents=True, exist_ok=True)
+    pending.touch()  # until the commit ends: a kill part-way leaves it (dvc_record_pending)
     try:
         subprocess.run(["dvc", "commit", "--force", "--quiet", *[s.name for s in done]],
                        cwd=root, check=True)
@@ -149,7 +152,27 @@ def record_in_dvc_lock(stages: list[StageSpec], root: str | Path = ".") -> list[
         for f, st in times.items():
             if f.exists():
                 os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    pending.unlink()
     return [s.name for s in done]
+
+
+# A record that did not end (the run was killed inside its success hook): the next run, which
+# may have nothing else to do and so would run no hook, finishes it first
+# (workflow/dvc_stages.smk).
+RECORD_PENDING = Path(".snakemake") / "cashg-dvc-record-pending"
+
+
+def dvc_record_pending(root: str | Path = ".") -> bool:
+    """Whether a run's record in ``dvc.lock`` was started and did not end."""
+    return (Path(root) / RECORD_PENDING).exists()
+
+
+def dry_run_requested(argv: list[str]) -> bool:
+    """Whether a Snakemake command line asks for a dry run (``-n``, ``-np``, ``--dry-run``):
+    the workflow is read before Snakemake says so, and a dry run changes nothing."""
+    return any(a in ("--dry-run", "--dryrun", "--just-print")
+               or (a.startswith("-") and not a.startswith("--") and "n" in a[1:])
+               for a in argv)
 
 
 def scheduling_priority(stage: StageSpec, short_schedule: set[str]) -> int:

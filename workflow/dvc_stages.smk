@@ -6,11 +6,9 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 from cashg.core.params import load_params
 from workflow.dag import load_stages, scheduling_priorities, stage_threads, threaded_cmd
+from workflow.dag import dry_run_requested, dvc_record_pending
 from workflow.dag import record_in_dvc_lock as record_stages_in_dvc_lock
 from workflow.stale_lock import clear_stale_locks
-
-if workflow.is_main_process:  # not in a job's own Snakemake (a cluster job, --nolock there)
-    clear_stale_locks(workflow.basedir)
 
 # A params file whose benchmarks do not fit its datasets fails here, with the key named,
 # before DVC's parser meets the unknown names (every stage checks it again when it runs).
@@ -23,6 +21,15 @@ try:  # --cores N (a dry run may give none): the main training gets the cores th
 except Exception:  # noqa: BLE001 - snakemake's WorkflowError when no core count is given
     _CORES = 1
 _THREADS = {s.name: stage_threads(s, _SHORT, _CORES) for s in DVC_STAGES}
+
+# After a kill: a dead run's lock is cleared, and its record in dvc.lock, when the kill cut it
+# short, is finished now (the run may have nothing else to do, and then runs no success
+# hook). Only in the main Snakemake (not a cluster job's own) and with no other run alive.
+if workflow.is_main_process and clear_stale_locks(workflow.basedir) is not None:
+    if dvc_record_pending(workflow.basedir) and not dry_run_requested(sys.argv[1:]):
+        print("A killed run left its record in dvc.lock unfinished: finishing it",
+              file=sys.stderr)
+        record_stages_in_dvc_lock(DVC_STAGES, workflow.basedir)
 
 
 def _outputs(stage):

@@ -24,9 +24,10 @@ SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
 _held: list[IO] = []  # this process's run lock, open until the process ends
 
 
-def clear_stale_locks(basedir: str | Path) -> list[Path]:
+def clear_stale_locks(basedir: str | Path) -> list[Path] | None:
     """Take this run's shared lock on ``basedir``'s run-lock file; when no other run holds
-    it, first remove Snakemake's lock files (a killed run's) and return them."""
+    it, first remove Snakemake's lock files (a killed run's) and return them; None when
+    another run of the workflow is alive."""
     basedir = Path(basedir)
     path = basedir / RUN_LOCK
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +37,7 @@ def clear_stale_locks(basedir: str | Path) -> list[Path]:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # another run of this workflow is alive: its locks are real
         fcntl.flock(handle, fcntl.LOCK_SH)
-        return []
+        return None
     stale = sorted((basedir / SNAKEMAKE_LOCKS).glob("*.lock"))
     for lock in stale:
         lock.unlink()
