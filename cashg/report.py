@@ -616,16 +616,46 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
     is inferred.
     Outputs of other experiments under ``results`` (left over from an earlier params choice)
     are not shown. :func:`experiments_from_params` reads all of these from a params file.
+    The page is its sections in order, each one function below.
     """
-
-    def shown(folder: Path, names: Sequence[str] | None) -> bool:
-        return names is None or folder.name in names
-
     table2_benchmarks = list(dict.fromkeys(table2.values()))
     if benchmarks is None:
         benchmarks = [*table2_benchmarks, *([ablation_benchmark] if ablation_benchmark else [])]
+    if recognizers is None:
+        recognizers = [b for b in table2_benchmarks
+                       if (results / "recognizer" / b / "summary.json").is_file()]
     out.mkdir(parents=True, exist_ok=True)
     images = out / "images"
+    every = list(dict.fromkeys((*table2, *ablation, *experiments)))
+    missing: list[str] = []  # each section adds the outputs it looked for and did not find
+    parts = [
+        *_table2_section(results, table2, table2_benchmarks, baselines or {}, missing),
+        *_ablation_section(results, ablation, ablation_benchmark, missing),
+        *decoding_curve_markdown(results, list(table2)),
+        *_class_errors_section(results, every),
+        *glyph_test_markdown(results, list(dict.fromkeys((*table2, *experiments))), images),
+        *checked_markdown(results, list(table2), images),
+        *_recognizers_section(results, recognizers, missing),
+        *_training_section(results, every),
+        *_qualitative_section(results, every, baselines or {}, images),
+        *_data_section(results, datasets, benchmarks, images),
+    ]
+    if missing:
+        parts += ["## Not available in this run", ""] + [f"- `{m}`" for m in missing] + [""]
+    text = "\n".join(parts) + "\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def _shown(folder: Path, names: Sequence[str] | None) -> bool:
+    return names is None or folder.name in names
+
+
+def _table2_section(results: Path, table2: Mapping[str, str], table2_benchmarks: list[str],
+                    baselines: Mapping[str, tuple[str, str]], missing: list[str]) -> list[str]:
+    """The title, Table 2's rows (each experiment, its checked row, the imported baselines
+    and the perturbed ground truth, per benchmark), the decodings, and what the columns
+    mean."""
     parts = [
         "# CASHG pipeline: results report",
         "",
@@ -635,9 +665,8 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         "## Sentence-level results (layout of the paper's Table 2)",
         "",
     ]
-    rows, missing, generated, imported = [], [], [], []
-    for bench in dict.fromkeys([*table2_benchmarks,
-                                *(b for b, _ in (baselines or {}).values())]):
+    rows, generated, imported = [], [], []
+    for bench in dict.fromkeys([*table2_benchmarks, *(b for b, _ in baselines.values())]):
         methods = []
         for exp, b in table2.items():
             if b != bench:
@@ -648,7 +677,7 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
             if checked.is_file():  # labelled: not the paper's protocol (the model alone)
                 methods.append((f"{name}, checked ✓", checked, None))
         methods += [(name, results / "evaluate" / name / "metrics.json", None)
-                    for name, (b, _) in (baselines or {}).items() if b == bench]
+                    for name, (b, _) in baselines.items() if b == bench]
         methods.append(("GT, perturbed copy",
                         results / "evaluate_gt" / bench / "perturbed" / "metrics.json", None))
         for method, path, exp in methods:
@@ -656,7 +685,7 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
             if metrics is None:
                 missing.append(str(path))
                 continue
-            if method in (baselines or {}):
+            if method in baselines:
                 imported.append((method, baselines[method][1], metrics))
                 method = baseline_label(method, baselines[method][1], metrics)
             rows.append((bench, method, metrics))
@@ -697,6 +726,15 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         " heights, a line height being that of the central 90 % of the line's ink;"
         " `cashg/evaluation/runaway.py`, each one named in the experiment's `details.json`).",
         "",
+    ]
+    return parts
+
+
+def _ablation_section(results: Path, ablation: Mapping[str, tuple[bool, bool]],
+                      ablation_benchmark: str | None, missing: list[str]) -> list[str]:
+    """Table 3: the ablation's cells, their spread, what they were scored on and decoded
+    with."""
+    parts = [
         f"## Ablation on `{ablation_benchmark}` (layout of the paper's Table 3)" if ablation_benchmark
         else "## Ablation (layout of the paper's Table 3)",
         "",
@@ -719,51 +757,59 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
         parts += spread_markdown(spread, ablation, scored)
         parts += scored_on_markdown(results, scored)
         parts += decoding_markdown(results, scored)
+    return parts
 
-    parts += decoding_curve_markdown(results, list(table2))
 
+def _class_errors_section(results: Path, every: list[str]) -> list[str]:
+    """Recognition errors by character class, of every experiment that has them."""
     class_rows = []
-    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
+    for exp in every:
         metrics = _read_json(results / "evaluate" / exp / "metrics.json")
         if has_class_errors(metrics):
             class_rows.append((exp, metrics))
-    if class_rows:
-        parts += ["## Recognition errors by character class", "",
-                  "The share of the reference characters of each class that the benchmark's"
-                  " recognizer gets wrong (substituted or deleted in a minimal edit alignment;"
-                  " insertions belong to no class), over all scored sentences, for the generated"
-                  " lines and, below them, their ground truth by the same recognizer. *initial*:"
-                  " the first character of a line, counted in no other class; *punct*: every"
-                  " character not lower, upper, digit or space. `--`: no character of the class."
-                  " Definitions in `docs/metrics.md`; the counts behind each share are in"
-                  " `results/evaluate/<experiment>/details.json` (`class_errors`).", "",
-                  class_errors_markdown(class_rows)]
-    parts += glyph_test_markdown(results, list(dict.fromkeys((*table2, *experiments))), images)
-    parts += checked_markdown(results, list(table2), images)
+    if not class_rows:
+        return []
+    return ["## Recognition errors by character class", "",
+              "The share of the reference characters of each class that the benchmark's"
+              " recognizer gets wrong (substituted or deleted in a minimal edit alignment;"
+              " insertions belong to no class), over all scored sentences, for the generated"
+              " lines and, below them, their ground truth by the same recognizer. *initial*:"
+              " the first character of a line, counted in no other class; *punct*: every"
+              " character not lower, upper, digit or space. `--`: no character of the class."
+              " Definitions in `docs/metrics.md`; the counts behind each share are in"
+              " `results/evaluate/<experiment>/details.json` (`class_errors`).", "",
+              class_errors_markdown(class_rows)]
 
-    if recognizers is None:
-        recognizers = [b for b in table2_benchmarks
-                       if (results / "recognizer" / b / "summary.json").is_file()]
-    if recognizers:
-        parts += ["## Recognizers (legibility metric)", "",
-                  "Each recognizer transcribes held-out writers of its training split (val), the"
-                  " ground-truth test lines (GT test) and, for the chance level, each test line"
-                  " scored against another line's text.", ""]
-        rec_rows = []
-        for bench in recognizers:
-            path = results / "recognizer" / bench / "summary.json"
-            summary = _read_json(path)
-            if summary is None:
-                missing.append(str(path))
-            rec_rows.append((bench, summary))
-        parts.append(recognizer_markdown(rec_rows))
 
-    parts += ["## Training", "", "| experiment | iterations | device | precision, CUDA graphs |"
+def _recognizers_section(results: Path, recognizers: Sequence[str],
+                         missing: list[str]) -> list[str]:
+    """How well each benchmark's recognizer reads (the legibility metric's floor)."""
+    if not recognizers:
+        return []
+    parts = ["## Recognizers (legibility metric)", "",
+             "Each recognizer transcribes held-out writers of its training split (val), the"
+             " ground-truth test lines (GT test) and, for the chance level, each test line"
+             " scored against another line's text.", ""]
+    rec_rows = []
+    for bench in recognizers:
+        path = results / "recognizer" / bench / "summary.json"
+        summary = _read_json(path)
+        if summary is None:
+            missing.append(str(path))
+        rec_rows.append((bench, summary))
+    parts.append(recognizer_markdown(rec_rows))
+    return parts
+
+
+def _training_section(results: Path, every: list[str]) -> list[str]:
+    """Each training: iterations, device, precision and CUDA graphs (a fallback to eager
+    flagged), the batches drawn, the time and rates, the final losses."""
+    parts = ["## Training", "", "| experiment | iterations | device | precision, CUDA graphs |"
               " batches drawn, glyph / bigram / sentence | wall time (s) |"
               " iterations per second, stages 1 / 2 / 3 | final train total | best val total |",
               "|:--|--:|:--|:--|:--|--:|--:|--:|--:|"]
     fallbacks = []
-    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
+    for exp in every:
         summary = _read_json(results / "train" / exp / "train_summary.json")
         if summary is None:
             continue
@@ -786,9 +832,14 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
     parts.append("")
     if fallbacks:
         parts += [*fallbacks, ""]
+    return parts
 
-    parts += ["## Qualitative results", ""]
-    for exp in dict.fromkeys((*table2, *ablation, *experiments)):
+
+def _qualitative_section(results: Path, every: list[str],
+                         baselines: Mapping[str, tuple[str, str]], images: Path) -> list[str]:
+    """The generated lines of each experiment and the imported baselines, as pictures."""
+    parts = ["## Qualitative results", ""]
+    for exp in every:
         rel = _copy(results / "generate" / exp / "lines.png", images, f"generated_{exp}.png")
         if rel:
             split = (_read_json(results / "generate" / exp / "summary.json") or {}).get("split")
@@ -799,17 +850,22 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
             parts += [f"Boundary labels of {exp} (green: CURSIVE_EOC, red: EOC):", "",
                       f"![{exp} boundaries]({rel})", ""]
 
-    for name, (bench, layout) in (baselines or {}).items():
+    for name, (bench, layout) in baselines.items():
         rel = _copy(results / "evaluate" / name / "samples.png", images, f"eval_{name}.png")
         if rel:
             parts += [f"### {name}: imported from the {layout} layout, {bench} test lines (each"
                       " under its ground truth; green: CURSIVE_EOC, red: EOC)", "",
                       f"![{name}]({rel})", ""]
+    return parts
 
-    parts += ["## Data", "", "| dataset | writers | lines | characters | cursive-boundary"
+
+def _data_section(results: Path, datasets: Sequence[str] | None,
+                  benchmarks: Sequence[str], images: Path) -> list[str]:
+    """The datasets as parsed, the preprocessing pictures and each benchmark's subsets."""
+    parts = ["## Data", "", "| dataset | writers | lines | characters | cursive-boundary"
               " rate | parse rejections |", "|:--|--:|--:|--:|--:|:--|"]
     for summary_path in sorted((results / "summary").glob("*/summary.json")):
-        if not shown(summary_path.parent, datasets):
+        if not _shown(summary_path.parent, datasets):
             continue
         s = json.loads(summary_path.read_text())
         rejected = ", ".join(f"{k} {v}" for k, v in s.get("rejected_by_reason", {}).items())
@@ -818,22 +874,18 @@ def build_report(results: Path, out: Path, table2: Mapping[str, str],
                      f" {rejected or 'none'} |")
     parts.append("")
     for key_dir in sorted((results / "preprocess").glob("*")):
-        if not shown(key_dir, datasets):
+        if not _shown(key_dir, datasets):
             continue
         for fig in ("deskew_example.png", "resample_rdp_example.png"):
             rel = _copy(key_dir / fig, images, f"{key_dir.name}_{fig}")
             if rel:
                 parts += [f"![{key_dir.name} {fig}]({rel})", ""]
     for stats in sorted((results / "subsets").glob("*/stats.md")):
-        if not shown(stats.parent, None if datasets is None else benchmarks):
+        if not _shown(stats.parent, None if datasets is None else benchmarks):
             continue
         parts += [f"### Subsets: {stats.parent.name}", "",
                   stats.read_text().split("\n", 1)[1].strip(), ""]
-    if missing:
-        parts += ["## Not available in this run", ""] + [f"- `{m}`" for m in missing] + [""]
-    text = "\n".join(parts) + "\n"
-    (out / "report.md").write_text(text, encoding="utf-8")
-    return text
+    return parts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
