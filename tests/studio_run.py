@@ -53,7 +53,7 @@ def make_tiny_run(root: Path) -> Path:
     save_model_checkpoint(results / "train" / "tiny" / "model.pt", model, TINY,
                           {"char_inventory": list(INVENTORY)})
     _style_h5(results / "subsets" / "tiny" / "test" / "style.h5")
-    from cashg.core.config.model import GlyphReaderConfig
+    from cashg.core.config.recognizer import GlyphReaderConfig
     from cashg.recognition.glyphs import GlyphReader, GlyphReaderNet
 
     cfg = GlyphReaderConfig(width=4)  # a random glyph reader: "check each letter" works

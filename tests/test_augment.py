@@ -11,7 +11,7 @@ import torch
 from test_training import TINY_TRAIN
 
 from cashg.core.config.data import StyleConfig
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.records import PM, PU
 from cashg.core.style_render import render_glyph
 from cashg.model.batch import char_deltas

@@ -222,7 +222,7 @@ def test_cli_imports_a_dsd_layout_and_evaluate_marks_the_inferred_segmentation(t
 
     from cashg.baselines.layouts import dsd
     from cashg.cli import main
-    from cashg.core.config.model import RecognizerFeatureConfig, RecognizerModelConfig
+    from cashg.core.config.recognizer import RecognizerFeatureConfig, RecognizerModelConfig
     from cashg.recognition.ctc import Alphabet
     from cashg.recognition.model import RecognizerNet
     from cashg.recognition.recognizer import Recognizer

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.core.config.model import GlyphReaderConfig
+from cashg.core.config.recognizer import GlyphReaderConfig
 from cashg.core.ink import GlyphInk
 from cashg.generation.check import CAPPED_PENALTY, CharacterCheck, CheckError
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample

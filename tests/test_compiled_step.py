@@ -22,7 +22,7 @@ import torch
 import torch._dynamo as dynamo
 from tiny_training import CFG, trainer_for
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.training.compiled import CompiledStep
 from cashg.training.packed import step_inputs, step_losses
 

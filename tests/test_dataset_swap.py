@@ -644,7 +644,7 @@ def test_protocol_names_match_the_evaluation():
     from typing import get_args, get_type_hints
 
     from cashg.core.config.data import BenchmarkConfig
-    from cashg.core.config.model import EvaluateConfig
+    from cashg.core.config.evaluate import EvaluateConfig
     from cashg.core.protocols import (
         PROTOCOL_FORMATS,
         PROTOCOL_NAMES,

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.model import CASHG, collate
 from cashg.model.presets import TINY, synthetic_sample, with_changes
 from cashg.training.packed import step_inputs, step_losses

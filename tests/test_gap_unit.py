@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.ink import InkFile
 from cashg.core.pen_states import insert_spaces, space_gaps, writer_word_gap
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from cashg.core.config.model import GenerateConfig, SamplingOptions
+from cashg.core.config.generate import GenerateConfig, SamplingOptions
 from cashg.core.params import ParamsError
 from cashg.generation.options import (
     add_option_arguments,

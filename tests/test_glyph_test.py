@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from cashg.core.config.model import GlyphReaderConfig
+from cashg.core.config.recognizer import GlyphReaderConfig
 from cashg.evaluation.glyph_test import GlyphRow, glyph_metrics
 from cashg.recognition.glyphs import (
     GlyphInk,

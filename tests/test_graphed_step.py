@@ -19,7 +19,7 @@ import pytest
 import torch
 from tiny_training import CFG, trainer_for
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.training.checkpoint import config_hash
 from cashg.training.graphed import GraphedStep, Rerun
 from cashg.training.tensor_tree import leaves, rebuild, signature

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.core.config.model import StageWeights, TrainConfig
+from cashg.core.config.train import StageWeights, TrainConfig
 from cashg.losses import (
     boundary_mask,
     most_probable_mean,

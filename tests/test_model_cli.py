@@ -14,7 +14,7 @@ from lxml import etree
 from PIL import Image
 
 from cashg.cli import main
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 from cashg.core.ink import read_ink
 from cashg.generation.render import MARGIN
 from cashg.model import CASHG
@@ -267,7 +267,7 @@ def test_writer_lists_are_in_natural_order_and_cut_after_30():
 
 
 def _tiny_reader(path):
-    from cashg.core.config.model import GlyphReaderConfig
+    from cashg.core.config.recognizer import GlyphReaderConfig
     from cashg.recognition.glyphs import GlyphReader, GlyphReaderNet
 
     cfg = GlyphReaderConfig(width=4)

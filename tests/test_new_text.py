@@ -141,7 +141,7 @@ def tiny_run(tiny_train_subsets, tmp_path_factory):
     """A random tiny checkpoint that records the tiny benchmark's characters, a random tiny
     recognizer over the same characters, and three sentences of those characters that occur
     in no training line."""
-    from cashg.core.config.model import RecognizerFeatureConfig, RecognizerModelConfig
+    from cashg.core.config.recognizer import RecognizerFeatureConfig, RecognizerModelConfig
     from cashg.core.subsets.readers import SentenceReader
     from cashg.model import CASHG
     from cashg.model.checkpoint import save_model_checkpoint

@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.training.optimizer import (
     flat_adamw,
     load_optimizer_state,

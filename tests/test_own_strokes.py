@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_training import CFG, trainer_for
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.training.packed import own_stroke_inputs, step_inputs
 from cashg.training.trainer import own_stroke_blend
 

@@ -215,7 +215,9 @@ def test_moved_style_reference_keys_are_rejected_naming_the_new_key(tmp_path, pr
 def test_profiles_set_one_number_of_style_references(repo_root, profile_files):
     """Demo 4 (CPU budget), paper 15 (the authors' NUM_REFERENCE_IMGS); no other section
     has a reference count."""
-    from cashg.core.config.model import GenerateConfig, ModelConfig, TrainConfig
+    from cashg.core.config.generate import GenerateConfig
+    from cashg.core.config.model import ModelConfig
+    from cashg.core.config.train import TrainConfig
 
     assert ModelConfig().style_refs == 15
     assert load_params(repo_root / "params.yaml")["model"].style_refs == 4

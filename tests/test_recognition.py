@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from cashg.core.config.model import (
+from cashg.core.config.recognizer import (
     RecognizerConfig,
     RecognizerFeatureConfig,
     RecognizerModelConfig,

@@ -12,8 +12,8 @@ import torch
 import yaml
 from params_edits import tiny_training_params
 
-from cashg.core.config.model import TrainConfig
-from cashg.training.fit_schedule import step_seconds
+from cashg.core.config.train import TrainConfig
+from cashg.training.budget import step_seconds
 from cashg.training.readback import PendingStep
 from cashg.training.schedules import (
     ITERATION_FIELDS,

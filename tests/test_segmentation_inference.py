@@ -25,7 +25,7 @@ from cashg.baselines.segmentation import (
     snap_to_lifts,
     stroke_height,
 )
-from cashg.core.config.model import RecognizerFeatureConfig, RecognizerModelConfig
+from cashg.core.config.recognizer import RecognizerFeatureConfig, RecognizerModelConfig
 from cashg.core.ink import make_sentence, write_ink
 from cashg.recognition.ctc import Alphabet, collapse
 from cashg.recognition.features import char_height, normalise_line, resample_strokes

@@ -45,7 +45,7 @@ def studio_of(run_dir, **limits) -> Studio:
     run = open_run(run_dir)
     writers = [Writer(*w) for w in list_writers(run.style_h5["tiny"])]
     lim = Limits(**{"max_char_points": 6, **limits})
-    from cashg.core.config.model import SamplingOptions
+    from cashg.core.config.generate import SamplingOptions
 
     engine = Engine(run.checkpoints["tiny"], writers, SamplingOptions(temperature=0.8),
                     None, PreprocessConfig(), lim)
@@ -103,7 +103,7 @@ def test_check_each_letter_with_the_runs_glyph_reader(run_dir):
     run = open_run(run_dir)
     assert run.glyph_reader("tiny") == run_dir / "recognizer" / "tiny" / "glyph_reader.pt"
     lim = Limits(max_char_points=6)
-    from cashg.core.config.model import SamplingOptions
+    from cashg.core.config.generate import SamplingOptions
 
     engine = Engine(run.checkpoints["tiny"], [Writer(*w) for w in list_writers(
         run.style_h5["tiny"])], SamplingOptions(temperature=0.8), None, PreprocessConfig(),
@@ -395,7 +395,7 @@ def test_a_relative_gap_model_is_given_the_writers_gap_from_its_lines(tmp_path):
     without lines get the population's."""
     from studio_run import _style_h5
 
-    from cashg.core.config.model import SamplingOptions
+    from cashg.core.config.generate import SamplingOptions
     from cashg.core.ink import make_sentence, write_ink
     from cashg.core.pen_states import insert_spaces
     from cashg.model import CASHG

@@ -64,7 +64,7 @@ def browser_exe() -> str:
 @pytest.fixture(scope="module")
 def server(browser_exe, tmp_path_factory):
     from cashg.core.config.data import PreprocessConfig
-    from cashg.core.config.model import SamplingOptions
+    from cashg.core.config.generate import SamplingOptions
     from cashg.studio.app import Studio, create_app
     from cashg.studio.engine import Engine, Writer
     from cashg.studio.limits import Limits

@@ -11,10 +11,10 @@ import json
 import pytest
 from params_edits import tiny_training_params
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.report import batches_cell, runtime_cell
+from cashg.training.budget import budget_schedule
 from cashg.training.cli import add_runtime_arguments, run_options, train_main
-from cashg.training.fit_schedule import budget_schedule
 from cashg.training.schedules import stage_iterations
 
 DEMO = TrainConfig(total_iters=5900, stage2_start=4200, stage3_start=5300, warmup_iters=40,

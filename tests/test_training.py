@@ -18,7 +18,8 @@ import pytest
 import torch
 import yaml
 
-from cashg.core.config.model import GenerateConfig, TrainConfig
+from cashg.core.config.generate import GenerateConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.ink import InkFile, read_ink
 from cashg.model.checkpoint import load_model
 from cashg.model.presets import TINY

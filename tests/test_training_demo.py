@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.model.cashg_model import CASHG
 from cashg.model.presets import TINY, with_changes
 from cashg.training.data import BatchSource, SplitData

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.model.presets import TINY
 from cashg.training.cli import open_data
 from cashg.training.trainer import RunOptions, Trainer

@@ -80,7 +80,7 @@ from cashg.recognition.features import (
 from cashg.recognition.recognizer import pad_batch
 
 if TYPE_CHECKING:
-    from cashg.core.config.model import RecognizerFeatureConfig
+    from cashg.core.config.recognizer import RecognizerFeatureConfig
     from cashg.recognition.recognizer import Recognizer
 
 __all__ = [

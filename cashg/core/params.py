@@ -14,13 +14,21 @@ from typing import Any
 
 from cashg.core.config.baselines import BASELINE_SECTIONS, check_baselines
 from cashg.core.config.data import PREPROCESSING_SECTIONS
-from cashg.core.config.model import CASHG_SECTIONS
+from cashg.core.config.evaluate import EvaluateConfig
+from cashg.core.config.generate import GenerateConfig
+from cashg.core.config.model import ModelConfig
+from cashg.core.config.recognizer import RecognizerConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.experiments import EXPERIMENT_SECTIONS, check_params
 from cashg.core.typed import ParamsError, build, read_yaml
 
 __all__ = ["DEFAULT_PARAMS", "ParamsError", "build", "load_params", "load_section", "read_yaml"]
 
 DEFAULT_PARAMS = Path("params.yaml")
+# the method's sections, one config module each (cashg/core/config/)
+CASHG_SECTIONS: dict[str, type | object] = {"model": ModelConfig, "evaluate": EvaluateConfig,
+                                           "train": TrainConfig, "generate": GenerateConfig,
+                                           "recognizer": RecognizerConfig}
 SECTIONS: dict[str, type | object] = {**PREPROCESSING_SECTIONS, **CASHG_SECTIONS,
                                       **EXPERIMENT_SECTIONS, **BASELINE_SECTIONS}
 

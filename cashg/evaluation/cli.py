@@ -1,7 +1,7 @@
 """``cashg evaluate --gt GT.h5 --pred PRED.h5 --protocol NAME --out DIR``.
 
 Defaults come from the ``evaluate`` section of ``--params`` when one is given, else from
-:class:`cashg.core.config.model.EvaluateConfig`; command-line options override them. Without
+:class:`cashg.core.config.evaluate.EvaluateConfig`; command-line options override them. Without
 ``--params`` no params file is read (a params file in the working folder is not looked at).
 ``--benchmark NAME`` (with ``--params``) takes the protocol of ``subsets.benchmarks.NAME``
 when ``--protocol`` is not given (the pipeline's evaluate stage: one stage per experiment).
@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cashg.core.config.model import EvaluateConfig
+from cashg.core.config.evaluate import EvaluateConfig
 from cashg.core.ink import InkFile, InkFormatError, split_of
 from cashg.core.params import ParamsError, load_params
 from cashg.evaluation.evaluate import (

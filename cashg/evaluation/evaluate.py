@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from cashg.core.config.model import EvaluateConfig
+from cashg.core.config.evaluate import EvaluateConfig
 from cashg.core.geometry.normalize import normalize_height_lenient
 from cashg.core.ink import InkFile, InkSentence
 from cashg.evaluation.exclusions import (

@@ -99,7 +99,7 @@ def run_glyph_test(model, cfg, gcfg, writers: Sequence[str], alphabet: str, styl
     """Rows of every writer x character x setting and the generated glyphs
     ``{(writer, char, setting): (xy, pen)}``. ``own``: ``{(writer, char): (xy, pen)}`` the
     writers' ground-truth glyphs; ``word``: a template with one ``{}``; ``cfg`` / ``gcfg``:
-    the checkpoint's model config and the :class:`~cashg.core.config.model.GenerateConfig`."""
+    the checkpoint's model config and the :class:`~cashg.core.config.generate.GenerateConfig`."""
     from cashg.generation.split import Prompt, generate_prompts
     from cashg.recognition.glyphs import GlyphInk
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cashg.core.config.model import GenerateConfig
+from cashg.core.config.generate import GenerateConfig
 from cashg.core.ink import InkFile, InkSentence, write_ink
 from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
 from cashg.generation.inputs import load_style_h5

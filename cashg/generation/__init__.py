@@ -3,7 +3,7 @@ module.
 
 - :mod:`~cashg.generation.sampling`: the fully autoregressive sampler (key/value cache);
 - :mod:`~cashg.generation.options`: the ``cashg generate`` flags, derived from the one
-  sampling-options type :class:`~cashg.core.config.model.SamplingOptions`;
+  sampling-options type :class:`~cashg.core.config.generate.SamplingOptions`;
 - :mod:`~cashg.generation.inputs`: style reference images, unknown characters;
 - :mod:`~cashg.generation.render`: drawing ink (PNG, SVG, InkML), pictures cropped to the ink;
 - :mod:`~cashg.generation.curves`: the smooth (Catmull-Rom / Bezier) strokes of pictures;

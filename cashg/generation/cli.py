@@ -15,7 +15,7 @@ model was trained with (the generate stage always uses that number).
 
 Decoding: a sampling flag given on the command line wins; the others come from the ``generate``
 section of ``--params FILE``, else of ``./params.yaml`` when there is one (``--no-params``
-skips it), else from the :class:`~cashg.core.config.model.SamplingOptions` defaults. So in a
+skips it), else from the :class:`~cashg.core.config.generate.SamplingOptions` defaults. So in a
 checkout of the pipeline the command decodes as the generate stage does (the tuned temperature
 and modes of ``params.yaml``), and one line on stderr says where the decoding came from and its
 values. The checkpoint does not carry the decoding on purpose: the train stage would then
@@ -40,7 +40,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 from cashg.generation.options import add_option_arguments, flag, given_options
 from cashg.generation.outputs import FORMATS
 
@@ -49,7 +49,7 @@ DEFAULT_PARAMS = Path("params.yaml")  # looked for in the working directory
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``cashg generate``; the sampling ones derived from
-    :class:`~cashg.core.config.model.SamplingOptions` (:mod:`cashg.generation.options`)."""
+    :class:`~cashg.core.config.generate.SamplingOptions` (:mod:`cashg.generation.options`)."""
     from cashg.generation.render import WIDTH
 
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
@@ -128,7 +128,7 @@ def resolve_check(args: argparse.Namespace, options: SamplingOptions
 
 def _checked_row(args: argparse.Namespace) -> int:
     """``generate.checked_row`` of the params file (:func:`params_file`), else its default."""
-    from cashg.core.config.model import GenerateConfig
+    from cashg.core.config.generate import GenerateConfig
     from cashg.core.params import load_section
 
     path = params_file(args)

@@ -1,4 +1,4 @@
-"""Command-line flags derived from the fields of :class:`~cashg.core.config.model.SamplingOptions`,
+"""Command-line flags derived from the fields of :class:`~cashg.core.config.generate.SamplingOptions`,
 and the defaults they fall back to.
 
 The sampling options are defined once, as the frozen dataclass of the contracts layer (the
@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import TypeVar
 
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 
 T = TypeVar("T")
 TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -63,7 +63,7 @@ def given_options(args: argparse.Namespace, cls: type = SamplingOptions) -> dict
 def options_from_args(args: argparse.Namespace, cls: type[T] = SamplingOptions,
                       base: object | None = None) -> T:
     """The ``cls`` of the given flags laid over ``base`` (an object with ``cls``'s fields, e.g.
-    a :class:`~cashg.core.config.model.GenerateConfig`; default: ``cls()``)."""
+    a :class:`~cashg.core.config.generate.GenerateConfig`; default: ``cls()``)."""
     base = cls() if base is None else base
     values = {f.name: getattr(base, f.name) for f in dataclasses.fields(cls)}
     return cls(**{**values, **given_options(args, cls)})

@@ -48,7 +48,7 @@ def write_output(sentences, out: Path, width: int | None = None) -> None:
 
 
 def decoding_record(gcfg) -> dict:
-    """The decoding settings of a :class:`~cashg.core.config.model.GenerateConfig` (plain, for
+    """The decoding settings of a :class:`~cashg.core.config.generate.GenerateConfig` (plain, for
     JSON): ``greedy``, ``temperature``, ``bias``, ``max_char_points``, ``seed``, and
     ``check`` when the characters were checked."""
     record = {"greedy": bool(gcfg.greedy), "temperature": float(gcfg.temperature),

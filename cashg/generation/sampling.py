@@ -23,7 +23,7 @@ whole window of every row, built by the model's own window builder
 (:meth:`CASHG.assemble_windows`), through :meth:`BiSWTDecoder.forward`; the two modes give the
 same points (up to float rounding).
 
-The options (:class:`~cashg.core.config.model.SamplingOptions`) are defined once, in the
+The options (:class:`~cashg.core.config.generate.SamplingOptions`) are defined once, in the
 contracts layer: the ``generate`` params section extends them, ``cashg generate`` derives its
 flags from them (:mod:`cashg.generation.options`).
 
@@ -82,7 +82,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 from cashg.core.ink import GlyphInk, InkSentence, make_sentence
 from cashg.generation.check import CharacterCheck, CheckError
 from cashg.model.cashg_model import CASHG

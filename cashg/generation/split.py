@@ -10,7 +10,7 @@ Sentences are generated in batches of ``generate.batch_size`` (every sentence of
 advances on its own, see :mod:`cashg.generation.sampling`): sorted by text length (ties by id)
 so that a batch holds sentences of similar length, which cuts padding and the steps a batch
 spends on its last, longest rows. Batch ``k`` of that order samples with seed
-``generate.seed + k`` (:meth:`~cashg.core.config.model.GenerateConfig.sampling`), so a run is
+``generate.seed + k`` (:meth:`~cashg.core.config.generate.GenerateConfig.sampling`), so a run is
 reproducible for a given batch size; the outputs keep the sorted-id order.
 
 :func:`generate_prompts` is the same generation for any list of (id, writer, text) prompts:
@@ -97,7 +97,7 @@ def generate_prompts(model, cfg, gcfg, prompts: Sequence[Prompt], style_path: Pa
     """Generated InkSentences of ``prompts`` (same order), each in the style of its writer's
     ``cfg.style_refs`` references in ``style_path`` (a subsets ``style.h5``), batched by text
     length and seeded per batch as the module docstring says (``cfg``: the checkpoint's model
-    config; ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`, whose ``limit``
+    config; ``gcfg``: the :class:`~cashg.core.config.generate.GenerateConfig`, whose ``limit``
     is not applied here). Any texts can be written: a split's ground truth
     (:func:`generate_split`) or lines of one's own (``new_text@``). ``check``: the
     :class:`~cashg.generation.check.CharacterCheck` that ranks each character's
@@ -134,7 +134,7 @@ def generate_split(model, cfg, gcfg, gt_path: Path, style_path: Path, device, pr
                    check=None):
     """``(generated InkSentences, ground-truth InkSentences)`` in sorted id order, with
     ``cfg.style_refs`` references per sentence (``cfg``: the checkpoint's model config;
-    ``gcfg``: the :class:`~cashg.core.config.model.GenerateConfig`; ``check``: as in
+    ``gcfg``: the :class:`~cashg.core.config.generate.GenerateConfig`; ``check``: as in
     :func:`generate_prompts`)."""
     from cashg.core.ink import InkFile
 

@@ -7,7 +7,7 @@
 The pipeline generates each benchmark's test split (``generate@<benchmark>``, Table 2) and
 the ablation benchmark's ``ablation.split``, validation by default
 (``generate_ablation@<variant>``, Table 3): :func:`cashg.generation.split.generate_split`
-with the ``generate`` params (:class:`~cashg.core.config.model.GenerateConfig`; decoding:
+with the ``generate`` params (:class:`~cashg.core.config.generate.GenerateConfig`; decoding:
 ``greedy: true`` is the authors' decoding, ``greedy: false`` samples at ``temperature`` with
 Graves' sampling ``bias``). The model writes alone, as the paper scores it: the labelled
 "checked" row is the stage ``checked@<experiment>`` (:mod:`cashg.evaluation.checked_stage`).

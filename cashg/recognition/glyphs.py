@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from cashg.core.config.model import GlyphReaderConfig
+from cashg.core.config.recognizer import GlyphReaderConfig
 from cashg.core.ink import GlyphInk
 from cashg.core.params import ParamsError, build
 from cashg.core.style_render import stroke_segments

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cashg.core.config.model import RecognizerModelConfig
+from cashg.core.config.recognizer import RecognizerModelConfig
 from cashg.recognition.features import N_FEATURES
 
 __all__ = ["BiLSTM", "RecognizerNet", "conv_strides", "reverse_within_lengths"]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cashg.core.config.model import RecognizerFeatureConfig, RecognizerModelConfig
+from cashg.core.config.recognizer import RecognizerFeatureConfig, RecognizerModelConfig
 from cashg.core.ink import InkSentence
 from cashg.core.params import ParamsError, build
 from cashg.recognition.ctc import Alphabet, greedy_decode

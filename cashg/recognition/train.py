@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from cashg.core.config.model import (
+from cashg.core.config.recognizer import (
     RecognizerFeatureConfig,
     RecognizerModelConfig,
     RecognizerTrainConfig,

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_studio(args: argparse.Namespace):
     """The :class:`~cashg.studio.app.Studio` of the parsed flags (loads the model)."""
     from cashg.core.config.data import PreprocessConfig
-    from cashg.core.config.model import GenerateConfig
+    from cashg.core.config.generate import GenerateConfig
     from cashg.core.params import load_params
     from cashg.studio.app import Studio
     from cashg.studio.decoding import tuned_options

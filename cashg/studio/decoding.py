@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 
 LOOSE, NEAT = 1.0, 0.5  # temperatures at neatness 0 and 1
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from cashg.core.config.data import PreprocessConfig, StyleConfig
-from cashg.core.config.model import SamplingOptions
+from cashg.core.config.generate import SamplingOptions
 from cashg.core.ink import InkSentence
 from cashg.studio.limits import Limits
 from cashg.studio.references import reference_images

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.core.config.model import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig
+from cashg.core.config.train import TrainConfig
 from cashg.model.cashg_model import CASHG
 from cashg.model.checkpoint import (
     CheckpointError,

@@ -25,7 +25,7 @@ checkpoint recorded (curves, sample images), so they survive DVC deleting them b
 of an iteration, writes a checkpoint and exits 75 ("not finished": no ``model.pt``, so a
 workflow reruns the job); the same command then continues from that checkpoint. SIGTERM (a
 scheduler's warning before its limit, a ``kill``) does the same and exits 143. A time budget
-for the whole training is ``train.seconds`` instead (:mod:`cashg.training.fit_schedule`).
+for the whole training is ``train.seconds`` instead (:mod:`cashg.training.budget`).
 
 Exit status: 0 completed (or stopped by ``--stop-after``), 75 stopped by ``--deadline``, 143
 after SIGTERM (checkpoint written, rerun to continue), 1 when too many consecutive non-finite
@@ -104,7 +104,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 def load_configs(params_path: Path, overrides: list[str]):
     """``(ModelConfig, TrainConfig, raw params with overrides)``; the whole file is validated."""
-    from cashg.core.config.model import ModelConfig, TrainConfig
+    from cashg.core.config.model import ModelConfig
+    from cashg.core.config.train import TrainConfig
     from cashg.core.params import build, load_params, read_yaml
 
     load_params(params_path)
@@ -194,7 +195,7 @@ def train_main(data_dir: Path, out: Path, params_path: Path, overrides: list[str
         return 2
     opts = run_options(cfg, args, resume)
     if cfg.seconds is not None:
-        from cashg.training.fit_schedule import fit_to_budget
+        from cashg.training.budget import fit_to_budget
 
         try:
             fitted = fit_to_budget(model_cfg, cfg, train, opts, cfg.seconds)

@@ -53,7 +53,7 @@ import h5py
 import numpy as np
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.pen_states import line_word_gaps, writer_word_gap
 from cashg.core.subsets.readers import (  # noqa: F401 (DataError & co.: re-exported)
     BigramReader,

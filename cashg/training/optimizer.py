@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 
 
 def flat_adamw(flat: torch.Tensor, cfg: TrainConfig, in_graph: bool) -> torch.optim.AdamW:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.losses import (
     boundary_mask,
     flat_rows,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cashg.core.config.model import StageWeights, TrainConfig
+from cashg.core.config.train import StageWeights, TrainConfig
 
 STREAMS = ("char", "bigram", "sentence")
 

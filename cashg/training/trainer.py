@@ -56,7 +56,8 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from cashg.core.config.model import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig
+from cashg.core.config.train import TrainConfig
 from cashg.model.batch import CharSequenceBatch
 from cashg.model.cashg_model import CASHG
 from cashg.model.static_shapes import ShapeLadder
@@ -153,7 +154,7 @@ class LoopClock:
     the wall seconds from one iteration's start to the next one's (the step, the host's
     share, the batches' wait, logging), and apart from them the evaluations, sample
     pictures and checkpoints. Its iterations per second are the rate a schedule fit
-    (:mod:`cashg.training.fit_schedule`) and a step benchmark are held to."""
+    (:mod:`cashg.training.budget`) and a step benchmark are held to."""
 
     stages: dict[int, list[float]] = field(default_factory=dict)  # stage -> [iterations, s]
     side_seconds: float = 0.0

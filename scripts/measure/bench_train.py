@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.core.config.model import ModelConfig, TrainConfig
+from cashg.core.config.model import ModelConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.params import DEFAULT_PARAMS, ParamsError, build, load_section
 from cashg.core.profiles import resolved
 from cashg.model.batch import SequenceSample, collate

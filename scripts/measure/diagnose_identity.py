@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.generation.render import strokes
 from cashg.generation.sampling import SamplingOptions, encode_texts, sample
 from cashg.losses import gmm_nll

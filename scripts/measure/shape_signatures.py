@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from cashg.core.config.model import TrainConfig
+from cashg.core.config.train import TrainConfig
 from cashg.core.params import build, load_section
 from cashg.core.profiles import resolved
 from cashg.model.cashg_model import CASHG

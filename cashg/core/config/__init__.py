@@ -1,3 +1,4 @@
-"""Typed, frozen configs read from ``params.yaml``: :mod:`.data` (the data side: demo corpus,
-datasets, parse, preprocess, subsets) and :mod:`.model` (the method side: model, train,
-generate, evaluate, recognizer). Loading and validation: :mod:`cashg.core.params`."""
+"""Typed, frozen configs read from ``params.yaml``, one module per concern: :mod:`.data` (the
+data side: demo corpus, datasets, parse, preprocess, subsets), :mod:`.model`, :mod:`.train`,
+:mod:`.generate`, :mod:`.evaluate` and :mod:`.recognizer` (the method's sections) and
+:mod:`.baselines`. Loading and validation: :mod:`cashg.core.params`."""
