@@ -120,8 +120,8 @@ class TrainConfig:
     workers: int = 0
     # a time budget for the whole training, in seconds (None: the schedule as written). The
     # stage first times each curriculum stage's steps on this machine, then scales every
-    # iteration count alike so that the steps fill what is left (cashg/training/
-    # fit_schedule.py): the curriculum keeps its shape and no stage is left without steps.
+    # iteration count alike so that the steps fill what is left (cashg/training/budget.py):
+    # the curriculum keeps its shape and no stage is left without steps.
     # For a trial on a new machine; a run to keep trains its schedule
     seconds: float | None = None
     # bookkeeping (not part of the resume-compatibility hash)
