@@ -814,7 +814,7 @@ def _training_section(results: Path, every: list[str]) -> list[str]:
         if summary is None:
             continue
         final = summary.get("final_metrics", {})
-        loop = summary.get("loop", {})  # this session's loop (cashg.training.trainer.LoopClock)
+        loop = summary.get("loop", {})  # the loop of the run (cashg.training.loop_parts.LoopClock)
         rates = " / ".join(format_value((loop.get(f"stage{k}") or {}).get("it_per_s"), 1)
                            for k in (1, 2, 3))
         graphs = summary.get("cuda_graphs") or False

@@ -12,7 +12,7 @@ from tiny_training import CFG, trainer_for
 
 from cashg.core.config.train import TrainConfig
 from cashg.training.packed import own_stroke_inputs, step_inputs
-from cashg.training.trainer import own_stroke_blend
+from cashg.training.step_weights import own_stroke_blend
 
 
 def test_the_blend_ramps_in_over_stage_one_and_is_off_by_default():

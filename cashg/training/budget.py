@@ -34,8 +34,8 @@ def step_seconds(trainer: Trainer, start: int, warmup: int, steps: int,
     capture is a one-off cost per shape of a stage (under ``train.static_shapes`` most of a
     stage's first steps capture: their median was 18x a replay, stage 2 on an H200)."""
     from cashg.training.data import iteration_loader
+    from cashg.training.loop_parts import with_upcoming
     from cashg.training.readback import PendingStep
-    from cashg.training.trainer import with_upcoming
 
     stamps, captured = [], []
     pending: PendingStep | None = None
