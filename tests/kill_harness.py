@@ -82,7 +82,8 @@ def run(root: Path, targets: tuple[str, ...] = (), kill_after: float | None = No
     seconds after the start, or as soon as ``kill_when()`` holds (polled every 50 ms) and
     then ``kill_after`` seconds more. A run that ends first is not killed."""
     log_path = root / log_name
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # the copy's own code for every command, `cashg ...` too (not an installed checkout's)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(root)}
     t0 = time.perf_counter()
     with log_path.open("w") as log:
         proc = subprocess.Popen([*COMMAND, *targets], cwd=root, stdout=log,
