@@ -22,7 +22,8 @@ from cashg.core.config.train import TrainConfig
 from cashg.core.experiments import EXPERIMENT_SECTIONS, check_params
 from cashg.core.typed import ParamsError, build, read_yaml
 
-__all__ = ["DEFAULT_PARAMS", "ParamsError", "build", "load_params", "load_section", "read_yaml"]
+__all__ = ["DEFAULT_PARAMS", "ParamsError", "build", "load_params", "load_section",
+           "params_from_data", "read_yaml"]
 
 DEFAULT_PARAMS = Path("params.yaml")
 # the method's sections, one config module each (cashg/core/config/)
@@ -40,7 +41,11 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     the links between sections (a benchmark's datasets and protocol, the experiments' benchmarks, the ablation's cells:
     :func:`cashg.core.experiments.check_params`).
     """
-    data = read_yaml(path)
+    return params_from_data(read_yaml(path), str(path))
+
+
+def params_from_data(data: dict[str, Any], path: str) -> dict[str, Any]:
+    """:func:`load_params` of an already read params file (``path`` names it in errors)."""
     sections = SECTIONS
     unknown = sorted(set(data) - set(sections))
     if unknown:

@@ -103,17 +103,14 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 
 def load_configs(params_path: Path, overrides: list[str]):
-    """``(ModelConfig, TrainConfig, raw params with overrides)``; the whole file is validated."""
-    from cashg.core.config.model import ModelConfig
-    from cashg.core.config.train import TrainConfig
-    from cashg.core.params import build, load_params, read_yaml
+    """``(ModelConfig, TrainConfig)`` of the params file with ``overrides``; the whole file is
+    read once and checked with them."""
+    from cashg.core.params import params_from_data, read_yaml
 
-    load_params(params_path)
-    data = apply_overrides(read_yaml(params_path), overrides)
+    data = apply_overrides(read_yaml(params_path), overrides)  # the file, read once
     where = f"{params_path} (with --set)" if overrides else str(params_path)
-    model_cfg = build(ModelConfig, data.get("model"), f"{where}: model")
-    train_cfg = build(TrainConfig, data.get("train"), f"{where}: train")
-    return model_cfg, train_cfg
+    params = params_from_data(data, where)  # the whole file checked, the overrides in it
+    return params["model"], params["train"]
 
 
 def sample_lines_from_test(test_dir: Path, n: int, max_chars: int, n_refs: int, size: int):
