@@ -39,8 +39,9 @@ CLOCKED = (r"summary\.json$", r"details\.json$", r"/dvclive", r"/checkpoints$",
            r"^results/report$", r"^results/generate/[^/]+$", r"metrics\.json$")
 # JSON fields that hold time; files of a clocked output that hold only timings or a state
 # whose weights are compared elsewhere (a checkpoint's weights end in model.pt)
-CLOCK_FIELDS = re.compile(r"seconds|_s$|per_sec|wall|elapsed|took|timing|resumed_from|time",
-                          re.I)
+# (``loop``: a training's record of this process's own iterations and their time)
+CLOCK_FIELDS = re.compile(r"seconds|_s$|per_sec|wall|elapsed|took|timing|resumed_from|time"
+                          r"|^loop$", re.I)
 CLOCK_ONLY = (".tsv", ".md", ".pt")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import hashlib
+import json
 
 import pytest
 import torch
@@ -96,3 +97,21 @@ def test_a_full_disk_names_the_file_keeps_the_previous_checkpoint_and_the_rerun_
     assert _train(subsets, out, params) == 0
     assert f"resuming from {kept} at iteration 3 of 6" in capsys.readouterr().err
     assert _same_weights(out / "model.pt", reference)
+
+
+def test_a_run_killed_after_its_last_checkpoint_reports_what_an_uninterrupted_one_does(
+        subsets, tmp_path, uninterrupted):
+    """Killed between the last checkpoint and model.pt: the rerun trains nothing, writes the
+    same model.pt and the same final metrics, in the same JSON (3.0 is not 3)."""
+    params, reference = uninterrupted
+    summary = reference.parent / "train_summary.json"
+    before = json.loads(summary.read_text())
+    weights = reference.read_bytes()
+    reference.unlink()
+    summary.unlink()
+    assert _train(subsets, reference.parent, params) == 0
+    after = json.loads(summary.read_text())
+    assert reference.read_bytes() == weights
+    assert json.dumps(after["final_metrics"], sort_keys=True) == \
+        json.dumps(before["final_metrics"], sort_keys=True)
+    assert after["resumed_from"].endswith(ck.checkpoint_name(6))

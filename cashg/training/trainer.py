@@ -288,7 +288,7 @@ class Trainer(CheckpointState, TrainingStep, InTrainingEvaluation):
                 last = {k: float(np.mean(v)) for k, v in window.items()}
                 last["train/samples_per_sec"] = samples / max(now - tick, 1e-9)
                 last["train/lr"] = m["train/lr"]
-                last["train/stage"] = m["train/stage"]
+                last["train/stage"] = float(m["train/stage"])  # as a resumed run reads it back
                 last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
                 last = dd.mean_over_ranks(last, self.device)
                 self._log(tracker, step, last)
