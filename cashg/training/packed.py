@@ -138,34 +138,15 @@ def static_step_inputs(model: torch.nn.Module, batch: CharSequenceBatch, sizes: 
                            bound_group, padded=True)
 
 
-def own_stroke_inputs(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
-                      sizes: tuple[int, ...], blend: float) -> CharSequenceBatch:
-    """``batch`` whose point inputs are ``(1 - blend)`` its true offsets and ``blend`` the
-    model's own prediction of each (``train.own_strokes``): a gradient-free teacher-forced
-    pass, the most probable component's mean per point. Spaces keep their offsets (their
-    gap is predicted in the writer's gap unit, another frame); padding stays as it was."""
-    with torch.no_grad():
-        first = model(batch, groups=list(sizes), plan=plan.forward)
-        own = most_probable_mean(float_params(first.params)).to(batch.deltas.dtype)
-    keep = batch.point_mask & (batch.codepoints != ord(" "))[..., None]  # (B, S, T)
-    mixed = torch.where(keep[..., None], torch.lerp(batch.deltas, own, blend), batch.deltas)
-    return replace(batch, deltas=mixed)
-
-
 def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan,
                 sizes: tuple[int, ...], use_vdl: tuple[bool, ...],
-                streams: tuple[str, ...], cfg: TrainConfig,
-                own_strokes: float = 0.0) -> list[dict[str, torch.Tensor]]:
+                streams: tuple[str, ...], cfg: TrainConfig) -> list[dict[str, torch.Tensor]]:
     """The losses of a packed step given its plan: tensor arithmetic with the shapes of its
     inputs only, the part ``train.compile`` compiles (one graph, no host synchronisation).
-    The forward runs under the caller's autocast, the losses in float32 outside it.
-    ``own_strokes`` > 0: the point inputs blend in the model's own predictions
-    (:func:`own_stroke_inputs`); the targets are the true offsets."""
+    The forward runs under the caller's autocast, the losses in float32 outside it."""
     n = len(sizes)
     n_rows = n + 1 if plan.padded else n  # a padded plan's group n: rows no loss reads
-    inputs = (own_stroke_inputs(model, batch, plan, sizes, own_strokes) if own_strokes > 0
-              else batch)
-    out = model(inputs, groups=list(sizes), plan=plan.forward)
+    out = model(batch, groups=list(sizes), plan=plan.forward)
     with torch.autocast(batch.pen.device.type, enabled=False):
         p = float_params(out.params)
         net = getattr(model, "module", model)  # DDP wraps the model
@@ -199,7 +180,7 @@ StepFn = Callable[..., list[dict[str, torch.Tensor]]]
 def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBatch]],
                   cfg: TrainConfig, amp: contextlib.AbstractContextManager,
                   vdl: dict[str, bool], step: StepFn = step_losses,
-                  shapes: tuple[ShapeLadder, int] | None = None, own_strokes: float = 0.0
+                  shapes: tuple[ShapeLadder, int] | None = None
                   ) -> list[dict[str, torch.Tensor]]:
     """The losses of every micro-batch ``(stream, batch)`` of a step, from one forward: per
     micro-batch ``mdn, pen, seq, vdl, style, style_writer, style_glyph`` (``seq = mdn +
@@ -210,8 +191,6 @@ def packed_losses(model: torch.nn.Module, micro: list[tuple[str, CharSequenceBat
     (``train.static_shapes``, :func:`static_step_inputs`)."""
     batch, plan, key = step_inputs(model, micro, cfg, amp, vdl, shapes)
     with amp:
-        if own_strokes > 0:
-            return step(model, batch, plan, *key, cfg, own_strokes=own_strokes)
         return step(model, batch, plan, *key, cfg)
 
 

@@ -1,6 +1,6 @@
 """How a training step weighs its micro-batches' losses (paper Eq. curriculum_loss, appendix A):
 the per-micro-batch weights of an iteration, the weighted total the eager and the replayed
-step share, the names they log, and the blend of ``train.own_strokes``."""
+step share and the names they log."""
 
 from __future__ import annotations
 
@@ -13,14 +13,6 @@ from cashg.training.schedules import (
 )
 
 LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
-
-
-def own_stroke_blend(t: int, cfg: TrainConfig) -> float:
-    """Iteration ``t``'s share of the model's own predictions in its point inputs
-    (``train.own_strokes``): linear from 0 over stage 1, then constant."""
-    if cfg.own_strokes <= 0:
-        return 0.0
-    return cfg.own_strokes * min(1.0, t / max(cfg.stage2_start, 1))
 
 
 def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:

@@ -25,7 +25,7 @@ from cashg.training.schedules import (
     curriculum_stage,
     learning_rate,
 )
-from cashg.training.step_weights import logged_names, loss_weights, own_stroke_blend, weighted_total
+from cashg.training.step_weights import logged_names, loss_weights, weighted_total
 
 
 class TrainingStep:
@@ -183,7 +183,7 @@ class TrainingStep:
         use_vdl = tuple(vdl_on[s] and s != "char" for s in streams)
         # every micro-batch in one forward (cashg.training.packed), one backward of the sum
         per_micro = packed_losses(net, micro, self.cfg, self.amp, vdl_on, self.step_fn,
-                                  shapes, own_strokes=own_stroke_blend(t, self.cfg))
+                                  shapes)
         if self.loss_hook is not None:
             per_micro = [self.loss_hook(t, s, losses) for s, losses in zip(streams, per_micro)]
         sums, norm = self._backward(per_micro, streams, use_vdl, coef)

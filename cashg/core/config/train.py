@@ -102,15 +102,6 @@ class TrainConfig:
     # drawn as a slightly different writer every iteration, its target ink and its style
     # references slanted alike by a shear uniform in [-augment_shear, augment_shear]; 0 = off
     augment_shear: float = 0.0
-    # training on the model's own strokes (not in the paper; the authors' released trainer
-    # carries a two-pass mode like it, off in their configs): a first, gradient-free pass
-    # predicts every point's offset (the most probable component's mean), and the trained
-    # pass reads a blend of the true and the predicted offsets as its point inputs, the
-    # targets unchanged, so that the model learns to go on from strokes of its own making
-    # (cashg/training/packed.py, own_stroke_inputs). own_strokes: the blend's share of the
-    # prediction, reached linearly over stage 1 (0 at iteration 0, own_strokes from
-    # stage2_start on); 0 = off. The eager step only (not with cuda_graphs or compile)
-    own_strokes: float = 0.0
     # where and how the train stage runs (read by it; flags of `cashg train` override them).
     # device: auto (CUDA when there is one) | cpu | cuda; bf16: bf16 autocast (the paper:
     # AMP off); workers: DataLoader processes that prepare the next batches (batches are pure
@@ -146,11 +137,6 @@ class TrainConfig:
             raise ValueError(f"train.augment_shear must be in [0, 0.5], got {self.augment_shear}")
         if self.ema_start < 0:
             raise ValueError(f"train.ema_start must be >= 0, got {self.ema_start}")
-        if not 0.0 <= self.own_strokes <= 1.0:
-            raise ValueError(f"train.own_strokes must be in [0, 1], got {self.own_strokes}")
-        if self.own_strokes > 0 and (self.cuda_graphs or self.compile):
-            raise ValueError("train.own_strokes runs the eager step only: set train.cuda_graphs"
-                             " and train.compile to false")
         if self.cuda_graphs and self.compile:
             raise ValueError("train.cuda_graphs and train.compile are exclusive: choose one "
                              "(compile_mode reduce-overhead is compile's own CUDA graphs)")
