@@ -117,12 +117,28 @@ def test_the_reader_round_trips_and_refuses_other_files(reader, tmp_path):
         GlyphReader.load(tmp_path / "none.pt")
 
 
-def test_training_is_deterministic():
+def test_training_is_deterministic_to_the_byte(tmp_path, monkeypatch):
+    """The same training writes the same file, however long it took (no wall time in it: a
+    rerun after a kill must leave the outputs as an uninterrupted run does)."""
+    import itertools
+    import time
+
     glyphs = [GlyphInk(_circle(r).xy, _circle(r).pen, c) for r, c in ((0.1, "a"), (0.3, "b"))]
     cfg = GlyphReaderConfig(iterations=5, batch_size=4, width=4)
-    one, two = (train_glyph_reader(glyphs, cfg, progress=False) for _ in range(2))
+    readers = []
+    for tick in (1.0, 7.0):  # a slow machine and a slower one
+        clock = itertools.count(0.0, tick)
+        monkeypatch.setattr(time, "perf_counter", lambda clock=clock: next(clock))
+        readers.append(train_glyph_reader(glyphs, cfg, progress=False))
+    monkeypatch.undo()
+    one, two = readers
     for a, b in zip(one.net.state_dict().values(), two.net.state_dict().values()):
         assert torch.equal(a, b)
+    for name, reader in (("one", one), ("two", two)):  # torch names the archive after the file
+        (tmp_path / name).mkdir()
+        reader.save(tmp_path / name / "glyph_reader.pt")
+    assert (tmp_path / "one/glyph_reader.pt").read_bytes() == \
+        (tmp_path / "two/glyph_reader.pt").read_bytes()
 
 
 # --------------------------------------------------------------------------- scores

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -242,7 +241,6 @@ def train_glyph_reader(glyphs: Sequence[GlyphInk], cfg: GlyphReaderConfig,
     torch.manual_seed(cfg.seed)
     net = GlyphReaderNet(len(alphabet), cfg.image_size, cfg.width)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=1e-4)
-    start = time.perf_counter()
     losses = []
     net.train()
     for it in tqdm(range(cfg.iterations), desc="glyph reader", unit="it", file=sys.stderr,
@@ -259,7 +257,8 @@ def train_glyph_reader(glyphs: Sequence[GlyphInk], cfg: GlyphReaderConfig,
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    # no wall time in the file: the same training gives the same bytes (the stage's
+    # summary.json says how long it took)
     info = {"glyphs": len(glyphs), "iterations": cfg.iterations,
-            "seconds": round(time.perf_counter() - start, 1),
             "final_loss": float(np.mean(losses[-50:])), **(meta or {})}
     return GlyphReader(net, alphabet, cfg, info)
