@@ -30,11 +30,13 @@ applies the profile after the example's blocks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import io
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 BLOCKS = (("datasets",), ("subsets", "benchmarks"), ("experiments",), ("ablation",),
@@ -179,13 +181,9 @@ def use(args: argparse.Namespace) -> int:
     if args.profile is not None:
         after = with_profile(after, args.profile, args.params)
     # checked as the stages will read it, in the params file's folder (relative paths)
-    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix=".params-use-",
-                               dir=args.params.resolve().parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(after)
+    with candidate_params(args.params, after, ".params-use-") as tmp:
         try:
-            surveys = survey(Path(tmp))
+            surveys = survey(tmp)
         except ParamsError as exc:
             raise UseError(f"{example.name} does not give a valid params file: {exc}") from exc
         print(f"{example.name}: surveying {len(surveys)} dataset root(s)")
@@ -201,10 +199,6 @@ def use(args: argparse.Namespace) -> int:
             print(f"--check: {args.params} is unchanged")
             return 0
         os.replace(tmp, args.params)
-        tmp = None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     diff = difflib.unified_diff(before.splitlines(keepends=True),
                                 after.splitlines(keepends=True),
                                 f"a/{args.params.name}", f"b/{args.params.name}")
@@ -213,6 +207,21 @@ def use(args: argparse.Namespace) -> int:
     print(f"\n{args.params}: the {example.stem} blocks are in ({', '.join('.'.join(b) for b in BLOCKS)})"
           f"{profile}; next: snakemake --cores all")
     return 0
+
+
+@contextlib.contextmanager
+def candidate_params(params_path: Path, text: str, prefix: str) -> Iterator[Path]:
+    """``text`` written to a temporary file beside ``params_path`` (so relative paths resolve
+    as the stages' will), for the caller to check and ``os.replace`` over the params file;
+    removed if it is still there at the end."""
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix=prefix, dir=params_path.resolve().parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        yield Path(tmp)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def with_profile(params_text: str, name: str, params_path: Path) -> str:
@@ -239,11 +248,7 @@ def profile(args: argparse.Namespace) -> int:
                        " --params)")
     before = args.params.read_text(encoding="utf-8")
     after = with_profile(before, args.name, args.params)
-    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix=".params-profile-",
-                               dir=args.params.resolve().parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(after)
+    with candidate_params(args.params, after, ".params-profile-") as tmp:
         try:
             load_params(tmp)
         except ParamsError as exc:
@@ -251,10 +256,6 @@ def profile(args: argparse.Namespace) -> int:
                            f" {exc}") from exc
         if not args.check:
             os.replace(tmp, args.params)
-            tmp = None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     sys.stdout.writelines(difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True),
         f"a/{args.params.name}", f"b/{args.params.name}"))
