@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
-import sys
 import time
 import warnings
 from collections import defaultdict
@@ -76,15 +74,15 @@ from cashg.training.init import (
     offset_scale,
     position_scale,
 )
-from cashg.training.loop_parts import LoopClock, with_upcoming
+from cashg.training.loop_parts import with_upcoming
 from cashg.training.optimizer import flat_adamw
-from cashg.training.readback import PendingStep
 from cashg.training.schedules import (
     check_schedule,
     curriculum_stage,
 )
 from cashg.training.tracking import TrackingRecord
 from cashg.training.trainer_checkpoints import CheckpointState
+from cashg.training.trainer_loop import StageLoop
 from cashg.training.trainer_step import TrainingStep
 from cashg.training.trainer_tracking import InTrainingEvaluation
 
@@ -124,11 +122,12 @@ class TrainResult:
     loop: dict = field(default_factory=dict)  # LoopClock.summary()
 
 
-class Trainer(CheckpointState, TrainingStep, InTrainingEvaluation):
+class Trainer(CheckpointState, TrainingStep, InTrainingEvaluation, StageLoop):
     """Builds model, optimizer and data, restores a checkpoint, runs the curriculum. Its
     concerns live beside it: checkpoints and resume (:mod:`.trainer_checkpoints`), one
-    iteration (:mod:`.trainer_step`), evaluation and tracking (:mod:`.trainer_tracking`);
-    here the set-up and :meth:`run`, the loop."""
+    iteration (:mod:`.trainer_step`), evaluation and tracking (:mod:`.trainer_tracking`),
+    the loop's read-back, logging and stop decisions (:mod:`.trainer_loop`); here the set-up
+    and :meth:`run`, the loop in outline."""
 
     def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, train_data: SplitData,
                  out_dir: Path, opts: RunOptions, val_data: SplitData | None = None,
@@ -208,163 +207,24 @@ class Trainer(CheckpointState, TrainingStep, InTrainingEvaluation):
         self.deferred_steps = 0  # replayed steps applied on the device, read back a step later
 
     # ------------------------------------------------------------------ the loop
-    def _acts_after(self, iteration: int) -> bool:
-        """Whether the loop evaluates, checkpoints or ends once ``iteration`` iterations are
-        done (then that step is read back before the loop goes on). Logging is not among
-        them: an interval that ends on a deferred step is logged when that step is read
-        back, one step later, with the same values at the same step number."""
-        cfg, stop_after = self.cfg, self.opts.stop_after
-        return (iteration % cfg.eval_interval == 0
-                or iteration % cfg.checkpoint_interval == 0 or iteration >= cfg.total_iters
-                or (stop_after is not None and iteration >= stop_after))
-
-    def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002
-        self._stop_signal = True
-
     def run(self) -> TrainResult:
-        cfg, opts = self.cfg, self.opts
+        """Train from the latest checkpoint (or from the start) until ``total_iters``, a
+        ``stop_after`` slice, ``--deadline``, SIGTERM or too many non-finite steps, and say
+        which (:class:`TrainResult`); the parts are in :mod:`.trainer_loop`."""
         t0 = time.perf_counter()
         self.restore()
-        start = self.iteration
-        if self.device.type == "cuda" and start < cfg.total_iters:
-            began = time.perf_counter()
-            n = self.prefill_text_states()
-            print(f"[train] text states of {n} texts computed before the loop in "
-                  f"{time.perf_counter() - began:.1f} s", file=sys.stderr)
-        tracker = self._start_tracking()
-        old_handler = None
+        loop = self._open_loop(t0)
         try:
-            old_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-        except ValueError:  # not the main thread
-            pass
-        history: list[dict] = []
-        window = self.window  # restored with the checkpoint: intervals survive a resume
-        status = "completed"
-        last: dict = self.record.last_metrics()  # a finished run's rerun reports the same
-        tick, samples = time.perf_counter(), 0
-        bar = None
-        if opts.progress and self.dist.is_main and start < cfg.total_iters:
-            from tqdm import tqdm
-
-            bar = tqdm(total=cfg.total_iters, initial=start, desc="train", unit="it",
-                       file=sys.stderr, mininterval=2.0)
-        clock = LoopClock()
-        mark, side, stage_of_last = time.perf_counter(), 0.0, None
-        try:
-            pending: PendingStep | None = None  # a replayed step not read back yet
-            m: dict = {}  # the latest step's metrics
-
-            def account(t: int, metrics: dict) -> bool:
-                """Step ``t``'s metrics into the interval; False: too many skipped steps."""
-                nonlocal samples, m
-                m = metrics
-                samples += m.pop("samples")
-                # consecutive skipped steps, counted in iteration order (a deferred step is
-                # read back after the step that follows it has run)
-                self.nonfinite_run = self.nonfinite_run + 1 if m["train/nonfinite_skipped"] else 0
-                if opts.keep_history:
-                    history.append({"iteration": t, **m})
-                for k, v in m.items():
-                    window[k].append(v)
-                if bar is not None:
-                    bar.update(1)
-                if self.nonfinite_run > cfg.max_nonfinite_steps:
-                    print(f"[train] {self.nonfinite_run} consecutive non-finite steps at "
-                          f"iteration {t}: stopping; the latest good checkpoint is kept",
-                          file=sys.stderr)
-                    return False
-                if m["train/nonfinite_skipped"]:
-                    print(f"[train] iteration {t}: non-finite loss or gradient, step skipped",
-                          file=sys.stderr)
-                if (t + 1) % cfg.log_interval == 0 or t + 1 == cfg.total_iters:
-                    log_interval(t + 1)
-                return True
-
-            def log_interval(step: int) -> None:
-                """The interval that ends with ``step`` iterations done, logged at ``step``
-                (when its last step is read back: at once, or one step late)."""
-                nonlocal last, tick, samples
-                now = time.perf_counter()
-                last = {k: float(np.mean(v)) for k, v in window.items()}
-                last["train/samples_per_sec"] = samples / max(now - tick, 1e-9)
-                last["train/lr"] = m["train/lr"]
-                last["train/stage"] = float(m["train/stage"])  # as a resumed run reads it back
-                last["train/nonfinite_skipped"] = float(np.sum(window["train/nonfinite_skipped"]))
-                last = dd.mean_over_ranks(last, self.device)
-                self._log(tracker, step, last)
-                window.clear()
-                tick, samples = now, 0
-
-            for t, batches, upcoming in with_upcoming(
-                    iteration_loader(self.source, start, cfg.total_iters, opts.workers)):
-                now = time.perf_counter()
-                if stage_of_last is not None:
-                    clock.add(stage_of_last, now - mark - side)
-                mark, side, stage_of_last = now, 0.0, curriculum_stage(t, cfg)
-                # a replayed step is read back after the next one is queued, unless the
-                # loop acts on this iteration's state (evaluation, checkpoint, end)
-                step = self.train_step(t, batches, upcoming,
-                                       defer=not self._acts_after(t + 1))
-                self.iteration = t + 1
-                finished = [] if pending is None else [(pending.iteration,
-                                                        self.finish_step(pending))]
-                pending = step if isinstance(step, PendingStep) else None
-                if pending is None:
-                    finished.append((t, step))
-                if not all(account(i, metrics) for i, metrics in finished):
-                    status = "stopped_nonfinite"
-                    break
-                stop = dd.any_true(self._stop_signal, self.device)
-                late = opts.deadline is not None and dd.any_true(
-                    time.perf_counter() - t0 >= opts.deadline, self.device) and \
-                    self.iteration != cfg.total_iters
-                if pending is not None and not (stop or late):
-                    continue
-                if pending is not None:  # the loop acts now: this step is read first
-                    if not account(t, self.finish_step(pending)):
-                        status = "stopped_nonfinite"
-                        break
-                    pending = None
-                done = self.iteration == cfg.total_iters
-                side_start = time.perf_counter()
-                is_best = False
-                if self.iteration % cfg.eval_interval == 0 or done:
-                    val = self.evaluate()
-                    if val:
-                        is_best = val["val/total"] < self.best_val
-                        self.best_val = min(self.best_val, val["val/total"])
-                        self._log(tracker, self.iteration, val)
-                        last.update(val)
-                    if self.dist.is_main:
-                        self._log_sample(tracker)
-                sliced = opts.stop_after is not None and self.iteration >= opts.stop_after
-                if (self.iteration % cfg.checkpoint_interval == 0 or done or stop or sliced
-                        or late):
-                    self.save_checkpoint(best=is_best)
-                elif is_best:
-                    self.save_best()
-                spent = time.perf_counter() - side_start
-                side += spent
-                clock.side_seconds += spent
-                if stop or (sliced and not done):
-                    status = "interrupted"
-                    if stop:
-                        print(f"[train] SIGTERM: checkpoint written at iteration "
-                              f"{self.iteration}; rerun to resume", file=sys.stderr)
-                    break
-                if late:
-                    status = "deadline"
-                    print(f"[train] --deadline {opts.deadline:g} s reached at iteration "
-                          f"{self.iteration} of {cfg.total_iters}: checkpoint written; rerun"
-                          " the same command to continue", file=sys.stderr)
+            for t, batches, upcoming in with_upcoming(iteration_loader(
+                    self.source, loop.start, self.cfg.total_iters, self.opts.workers)):
+                loop.begin_iteration(curriculum_stage(t, self.cfg))
+                end = (self._step_and_read_back(loop, t, batches, upcoming)
+                       or self._after_step(loop, t))
+                if end is not None:
+                    loop.status = end
                     break
         finally:
-            if stage_of_last is not None:
-                clock.add(stage_of_last, time.perf_counter() - mark - side)
-            if bar is not None:
-                bar.close()
-            tracker.close()
-            if old_handler is not None:
-                signal.signal(signal.SIGTERM, old_handler)
-        return TrainResult(status, self.iteration, self.run_dir, self.best_val, history, last,
-                           time.perf_counter() - t0, self.hash, clock.summary())
+            self._close_loop(loop)
+        return TrainResult(loop.status, self.iteration, self.run_dir, self.best_val,
+                           loop.history, loop.last, time.perf_counter() - t0, self.hash,
+                           loop.clock.summary())
