@@ -1,10 +1,10 @@
 """train.compile: the compiled step computes the eager step's losses and gradients.
 
 The packed step given its plan (cashg.training.packed.step_losses) is traced by dynamo as one
-graph without breaks (scripts/measure/explain_compile.py prints it for the demo profile); here the
-same training step runs eagerly and compiled (inductor, CPU) on the tiny model, from the same
-parameters and random state, in stage 1 and stage 3, and everything the step logs and every
-gradient must agree. A compiler that fails makes the step fall back to eager with a warning.
+graph without breaks (the demo profile's step too: docs/results-log.md, "Probes retired from
+scripts/measure"); here the same training step runs eagerly and compiled (inductor, CPU) on
+the tiny model, from the same parameters and random state, in stage 1 and stage 3, and
+everything the step logs and every gradient must agree. A compiler that fails makes the step fall back to eager with a warning.
 """
 
 from __future__ import annotations
@@ -152,16 +152,41 @@ def test_compile_options_are_checked_and_resume_neutral():
     assert config_hash(ModelConfig(), compiled) == config_hash(ModelConfig(), CFG)
 
 
+def mutated_inputs(trainer, t: int, batches) -> tuple[int, int, list[tuple[str, bool]]]:
+    """(graph inputs, static inputs, [(name, static) of each mutated input]) of the compiled
+    step ``t``: traced through dynamo and AOTAutograd without code generation, the forward
+    graph's metadata names the inputs it writes in place."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._guards import TracingContext
+
+    found: dict = {}
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+        static = {i for i, x in enumerate(example_inputs)
+                  if getattr(x, "_dynamo_static_input_type", None) is not None}
+
+        def forward_compiler(fgm, _inputs):
+            meta = TracingContext.try_get().fw_metadata
+            found["inputs"], found["static"] = len(example_inputs), len(static)
+            found["mutated"] = [(names[i], i in static) for i in meta.mutated_inp_runtime_indices]
+            return fgm
+
+        return aot_autograd(fw_compiler=forward_compiler,
+                            bw_compiler=lambda g, _inputs: g)(gm, example_inputs)
+
+    dynamo.reset()
+    trainer.step_fn = torch.compile(step_losses, backend=backend)
+    trainer.train_step(t, batches)
+    return found["inputs"], found["static"], found["mutated"]
+
+
 def test_the_compiled_step_mutates_only_static_batchnorm_buffers(subsets: Path, tmp_path):
     """CUDA graphs (train.compile_mode=reduce-overhead) keep a graph only if every input it
     writes in place is static (a parameter or buffer): here the only mutated inputs of the
-    stage-3 step are the style CNN's BatchNorm buffers, all static
-    (scripts/measure/compile_mutations.py prints the same for the demo profile, and on a GPU)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "measure"))
-    from compile_mutations import mutated_inputs
-
+    stage-3 step are the style CNN's BatchNorm buffers, all static (the demo profile's step
+    too, with the project's torch on a CPU: docs/results-log.md, "Probes retired from
+    scripts/measure")."""
     trainer = trainer_for(subsets, tmp_path, CFG)
     n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in trainer.model.modules())
     _, n_static, mutated = mutated_inputs(trainer, 5, trainer.source.iteration(5))

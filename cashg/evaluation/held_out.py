@@ -15,19 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cashg.core.config.generate import GenerateConfig
 from cashg.core.ink import InkFile, InkSentence, write_ink
 from cashg.evaluation.style_score import StyleScorer, fit_scorer, split_lines
-from cashg.generation.inputs import load_style_h5
 from cashg.generation.split import generate_split
 from cashg.metrics.placement import LinePlacement, line_placement
-from cashg.model.batch import SequenceSample
 from cashg.recognition.data import read_sentence_subset
 from cashg.recognition.recognizer import Recognizer
 from cashg.recognition.scoring import ClassErrors, ErrorCounts, char_class_errors, error_counts
-from cashg.training.data import SplitData, held_out_writers, sentence_chars
+from cashg.training.data import held_out_writers
 
 __all__ = ["HeldOutError", "HeldOutScore", "held_out_lines", "held_out_placement",
            "held_out_scorer", "held_out_style", "score_held_out"]
@@ -124,25 +120,3 @@ def held_out_style(scorer: StyleScorer, scored: Sequence[InkSentence],
     result = scorer.score([lines[s.sentence_id] for s in scored],
                           {s.sentence_id: s.writer_id for s in scored})
     return result.top1, result.top5
-
-
-def teacher_forced_sentences(data: SplitData, writer: str, cfg) -> list[SequenceSample]:
-    """``writer``'s sentences of ``data`` as samples to teacher-force: each with the writer's
-    style references as generation draws them and, for a model that reads one
-    (``cfg.reads_writer_word_gap``), the writer's gap from its other lines."""
-    refs = np.asarray(load_style_h5(data.dir / "style.h5", writer, cfg.style_image_size,
-                                    cfg.style_refs), np.float32)
-    samples = []
-    for i in data.by_writer["sentence"][writer]:
-        it = data.item("sentence", i)
-        gap = data.writer_word_gap(writer, i) if cfg.reads_writer_word_gap else None
-        samples.append(SequenceSample(it.text, sentence_chars(*it.raw, len(it.text)), refs, 0,
-                                      writer_word_gap=gap))
-    return samples
-
-
-def writers_sentences(split: Path, writers: Sequence[str] = ()) -> tuple[SplitData, list[str]]:
-    """The sentence stream of a subsets split (``writers`` only, default all) and its writers
-    that have sentences, for the teacher-forced measurements (scripts/measure)."""
-    data = SplitData(split, writers=list(writers) or None, streams=("sentence",))
-    return data, [w for w in data.writers if w in data.by_writer["sentence"]]

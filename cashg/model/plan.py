@@ -6,7 +6,7 @@ Packing`), and the frozen text backbone's states: all are index tensors of data-
 size (``nonzero``, ``unique``, ``int(max)``, a Python dictionary look-up), each a host
 synchronisation and, under ``torch.compile``, a graph break. A :class:`ForwardPlan` holds
 them, so the forward given a plan is tensor arithmetic whose sizes are its inputs' shapes:
-``torch.compile`` traces a whole training step as one graph (``scripts/measure/explain_compile.py``).
+``torch.compile`` traces a whole training step as one graph (tests/test_compiled_step.py).
 
 The plan is a pure function of the batch (and, for the text states, of the frozen backbone):
 the forward computes exactly the same values with or without one (same indices, same order).

@@ -6,7 +6,8 @@ batch's distinct code points) would need a capture per step. A static-shape step
 data-dependent size up to a rung of :func:`rung` (1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at most
 1.5x the size, so at most 50 % padding per size), and a :class:`ShapeLadder` keeps, per stage
 and size, the largest rung seen so far: sizes only grow, so a stage settles on one shape
-after its first few batches (``scripts/measure/shape_signatures.py`` counts them).
+after its first few batches (counted on the ``dsd`` subsets: docs/results-log.md, "Probes
+retired from scripts/measure").
 
 What a padded step computes for the padding never reaches a loss: the batch is padded with
 invalid characters and points (:func:`cashg.model.batch.pad_batch`), the windows are run in

@@ -117,7 +117,7 @@ def _compare(model, batch: int, opts: SamplingOptions, repeats: int, device: str
           f"speed-up {w_u / w_c:.1f}x wall, {c_u / c_c:.1f}x cpu", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["demo"], choices=["demo", "mid"])
     ap.add_argument("--device", default="cpu")
@@ -134,7 +134,7 @@ def main() -> None:
                          "1 16 64 256 on CUDA; none: skip)")
     ap.add_argument("--variants", nargs="+", default=["same", "mixed", "writers"],
                     choices=["same", "mixed", "writers"], help="throughput batches (see above)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     assert len(TEXT) == 35
     fixed = args.fixed_points

@@ -2,6 +2,7 @@
 each stage, side by side, from the same weights and batches.
 
     python scripts/measure/graphed_agreement.py [--device cuda] [--profile demo] [--steps 4]
+        [--set SECTION.KEY=VALUE ...]
     python scripts/measure/graphed_agreement.py --device cpu --backend rerun   # no GPU: a smoke test
     python scripts/measure/graphed_agreement.py --device cuda --eager-twice    # the baseline
 
@@ -30,7 +31,7 @@ from cashg.training.graphed import CudaGraphs, Rerun  # noqa: E402
 from cashg.training.schedules import stage_start  # noqa: E402
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=("demo", "paper"), default="demo")
     ap.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
@@ -43,8 +44,11 @@ def main() -> int:
     ap.add_argument("--eager-twice", action="store_true",
                     help="the second trainer eager too: the device's own run-to-run spread, "
                          "the baseline of a replayed-against-eager difference")
-    args = ap.parse_args()
-    model_cfg, cfg = load_profile(args.profile)
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="SECTION.KEY=VALUE",
+                    help="override a model or train field of the profile, as bench_train.py's")
+    args = ap.parse_args(argv)
+    model_cfg, cfg = load_profile(args.profile, args.overrides)
     eager = make_trainer(model_cfg, dataclasses.replace(cfg, static_shapes=True), args.device)
     second = dataclasses.replace(cfg, static_shapes=True) if args.eager_twice else \
         dataclasses.replace(cfg, cuda_graphs=True)

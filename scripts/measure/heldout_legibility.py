@@ -90,7 +90,7 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", type=Path, nargs="+", required=True)
     ap.add_argument("--subsets", type=Path, required=True, help="results/subsets/<benchmark>")
@@ -105,7 +105,7 @@ def main() -> int:
                     help="the glyph reader that ranks the candidates of --decoding check=K")
     ap.add_argument("--distractors", type=int, default=7,
                     help="other train writers the held-out style classifier also knows")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     gcfg = _decoding(load_section("generate", args.params), args.decoding)
     if args.seed is not None:

@@ -2,7 +2,7 @@
 
     python scripts/measure/profile_train.py [--profile demo|paper] [--stages 1,2,3] [--iters 3]
         [--device cpu|cuda] [--threads 1] [--rows 15] [--sort self_cpu_time_total] [--compile]
-        [--phases] [--static-shapes]
+        [--phases] [--static-shapes] [--set SECTION.KEY=VALUE ...]
 
 Uses the synthetic batches of ``scripts/measure/bench_train.py`` (one untimed warm-up step per stage),
 prints per stage the number of aten operator calls per iteration and the top rows of the
@@ -74,7 +74,7 @@ def phase_table(events, iters: int) -> str:
         for phase, n in calls.most_common())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=("paper", "demo"), default="demo")
     ap.add_argument("--stages", default="1,2,3")
@@ -89,11 +89,14 @@ def main() -> None:
                     help="train.static_shapes: the padded step (the kernels a CUDA graph replays)")
     ap.add_argument("--phases", action="store_true",
                     help="also the aten calls of each phase of the step")
-    args = ap.parse_args()
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="SECTION.KEY=VALUE",
+                    help="override a model or train field of the profile, as bench_train.py's")
+    args = ap.parse_args(argv)
     if args.phases and args.compile:  # the scopes would sit inside the traced graph
         ap.error("--phases counts the eager step's calls; leave out --compile")
     torch.set_num_threads(args.threads)
-    model_cfg, cfg = load_profile(args.profile)
+    model_cfg, cfg = load_profile(args.profile, args.overrides)
     if args.compile:
         cfg = dataclasses.replace(cfg, compile=True)
     cfg = dataclasses.replace(cfg, static_shapes=args.static_shapes)

@@ -1,7 +1,7 @@
 """Whether a change to the training step computes the same thing: train a few steps of every
 curriculum stage and print the losses and an md5 of the resulting parameters.
 
-    python scripts/measure/step_fingerprint.py [--profile demo|paper] [--steps 2]
+    python scripts/measure/step_fingerprint.py [--profile demo|paper] [--steps 2] [--set ...]
     PYTHONPATH=<other checkout> python <other checkout>/scripts/measure/step_fingerprint.py
 
 Runs ``--steps`` steps at the start of stage 1, stage 2, stage 3 and just after the sentence-VDL
@@ -23,13 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import iteration_batches, load_profile, make_trainer  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=("paper", "demo"), default="demo")
     ap.add_argument("--steps", type=int, default=2, help="steps at each of the four points")
-    args = ap.parse_args()
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="SECTION.KEY=VALUE",
+                    help="override a model or train field of the profile, as bench_train.py's")
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    model_cfg, cfg = load_profile(args.profile)
+    model_cfg, cfg = load_profile(args.profile, args.overrides)
     trainer = make_trainer(model_cfg, cfg, "cpu")
     for t0 in (0, cfg.stage2_start, cfg.stage3_start, cfg.vdl_sentence_warmup_start + 1):
         for t in range(t0, t0 + args.steps):

@@ -41,7 +41,7 @@ from cashg.recognition.scoring import (
 )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", type=Path, required=True)
     ap.add_argument("--subsets", type=Path, required=True, help="results/subsets/<benchmark>")
@@ -52,7 +52,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params')")
     ap.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     gcfg = load_section("generate", args.params)
     if args.seed is not None:
