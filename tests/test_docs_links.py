@@ -66,10 +66,36 @@ def test_the_readme_indexes_every_file_of_docs():
     assert not missing, f"README.md's index lacks {missing}"
 
 
-def test_the_measure_readme_lists_every_script():
-    """scripts/measure/README.md's table names every script of the folder, and no other."""
-    folder = ROOT / "scripts" / "measure"
-    text = (folder / "README.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^\| `([\w.]+\.(?:py|sh))` \|", text, re.M))
-    present = {p.name for p in folder.iterdir() if p.suffix in (".py", ".sh")}
-    assert listed == present, (sorted(present - listed), sorted(listed - present))
+# a repository path named in prose or a comment: a top folder of the project, then a path
+# (no glob, no placeholder); results/ and the like are a run's outputs, not the tree's
+NAMED_PATH = re.compile(r"(?<![\w./-])((?:cashg|preprocessing|workflow|scripts|docs|tests|"
+                        r"params\.profiles|params\.examples|profiles)/[\w./-]*[\w/])")
+SOURCE_GLOBS = ("cashg/**/*.py", "preprocessing/**/*.py", "workflow/**/*.py", "workflow/**/*.smk",
+                "scripts/**/*.py", "scripts/**/*.sh", "tests/*.py", "Snakefile", "dvc.yaml",
+                "params.yaml", "params.profiles/*.yaml", "README.md", "docs/*.md",
+                "scripts/measure/README.md", "params.examples/README.md")
+
+
+def named_paths(path: Path) -> list[str]:
+    """The repository paths a file names (a path followed by a placeholder or a glob, or whose
+    name is an upper-case placeholder, is a pattern, not a file)."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for m in NAMED_PATH.finditer(text):
+        name = m.group(1).rstrip(".")
+        after = text[m.end():m.end() + 1]
+        if (after and after in "<*{$") or name.split("/")[-1].split(".")[0].isupper():
+            continue  # a pattern, or a placeholder such as params.examples/EXAMPLE.yaml
+        out.append(name)
+    return out
+
+
+def test_every_path_named_in_docs_and_code_exists():
+    """A file or folder of the project named in a doc, a docstring or a comment exists, so a
+    reader sent there finds it (the names are checked from the repository root). The results
+    log is left out: each of its rows names the commands as they were at the row's commit."""
+    files = sorted({p for g in SOURCE_GLOBS for p in ROOT.glob(g) if p.is_file()}
+                   - {ROOT / "docs" / "results-log.md"})
+    dead = sorted({f"{p.relative_to(ROOT)}: {name}" for p in files for name in named_paths(p)
+                   if not (ROOT / name).exists()})
+    assert not dead, dead

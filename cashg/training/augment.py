@@ -1,7 +1,7 @@
 """Writer augmentation: each training writer drawn as a slightly different writer each iteration.
 
-Not in the paper (``train.augment_shear``; on in the demo profile, off in the paper and GPU
-profiles; docs/results-log.md). The held-out writers' capitals and digits are the demo model's
+Not in the paper (``train.augment_shear``; on in the default and GPU profiles, off in the
+paper profile; docs/results-log.md). The held-out writers' capitals and digits are the demo model's
 main errors, and each capital has only a few dozen training glyphs (one per writer); a shear
 of a writer's ink draws new, plausible writers from them: its characters slanted. (Scaling x
 and y as well was measured and not kept.)

@@ -3,12 +3,12 @@
 What is compiled is :func:`cashg.training.packed.step_losses`, the forward and the losses of
 a step given its plan (:class:`~cashg.training.packed.StepPlan`): every data-dependent index
 is computed before it, so dynamo traces it as one graph without breaks
-(``scripts/measure/explain_compile.py``); its backward is compiled with it (AOTAutograd). The
+(tests/test_compiled_step.py); its backward is compiled with it (AOTAutograd). The
 optimizer step is one fused kernel on one flat tensor already (:mod:`cashg.training.flat_params`).
 
 Shapes change from step to step (windows, tokens, points); dynamo's automatic dynamic shapes
 recompile once with symbolic sizes after the first change, so a stage costs a few graphs, not
-one per step (:class:`CompiledStep` counts them; ``scripts/compile_step.py`` reports them).
+one per step (:class:`CompiledStep` counts them).
 Random draws (the glyph-view patch split, dropout) use eager's generator
 (``fallback_random``), so compiled and eager steps draw the same numbers and a run may resume
 in either mode.
