@@ -8,9 +8,6 @@
   (NOT torch's weighted mean, which divides by ``sum w_{y_t}``).
 - :func:`sequence_loss` - ``L_seq = L_mdn + lambda_pen L_pen`` (lambda_pen = 1.5).
 - :func:`vertical_drift_loss` / :func:`vdl_from_offsets` - the Vertical Drift Loss.
-- :func:`points_left_loss_at` - not in the paper (``model.points_left``): the squared error
-  of the predicted points still to come in each character, a target that teaches the
-  decoder's state where the character ends.
 - :func:`supcon_loss` - supervised contrastive loss (Khosla et al. 2020), temperature 0.07.
 
 These are the paper's formulas for one batch, and the reference the tests hold the training
@@ -38,7 +35,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-from cashg.model.decoder import COUNT_SCALE
 from cashg.model.gmm_head import MixtureParams
 from cashg.model.relative_gap import space_gap_points, whitespace  # noqa: F401 (re-exported)
 
@@ -188,25 +184,6 @@ def grouped_sequence_loss_at(
     mdn = group_mean(point_nll_at(p, deltas, rows, x_only), group, n_groups)
     pl = group_mean(pen_point_nll_at(p.pen_logits, pen, rows, class_weights), group, n_groups)
     return {"mdn": mdn, "pen": pl, "seq": mdn + lambda_pen * pl}
-
-
-def points_left_target(point_mask: torch.Tensor) -> torch.Tensor:
-    """(B, S, T) how many points of its character follow each point, on the ``point_count``
-    input's scale ``log(1 + n) / log(1 + COUNT_SCALE)``: 0 at a character's last point (the
-    one whose pen state ends it), and at padding. ``point_mask`` (B, S, T) bool, each
-    character's valid points first."""
-    n = point_mask.sum(-1, keepdim=True)  # (B, S, 1)
-    t = torch.arange(point_mask.shape[-1], device=point_mask.device)
-    left = (n - 1 - t).clamp(min=0) * point_mask  # (B, S, T)
-    return torch.log1p(left.float()) / math.log1p(COUNT_SCALE)
-
-
-def points_left_loss_at(pred: torch.Tensor, point_mask: torch.Tensor, rows: torch.Tensor,
-                        group: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """(G,) each group's mean squared error of the predicted points left ``pred`` (B, S, T)
-    against :func:`points_left_target`, at the valid steps ``rows`` (N,) of group ``group``."""
-    err = (pred - points_left_target(point_mask)).reshape(-1).index_select(0, rows)
-    return group_mean(err.square(), group, n_groups)
 
 
 def most_probable_mean(p: MixtureParams) -> torch.Tensor:

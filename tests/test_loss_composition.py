@@ -13,9 +13,6 @@ or the trainer). Paper appendix A (Loss Configuration):
 - ``L_bi = L_seq + lambda_vdl^bi L_vdl`` (0.01 in stage 2 only) and
   ``L_sent = L_seq + lambda_vdl^sent(t) L_vdl`` (0 -> 0.02 linearly over the warm-up);
 - ``L_style = SupCon_writer + SupCon_glyph`` (temperature 0.07);
-- with ``model.points_left`` (not in the paper), ``L_seq`` also adds
-  ``lambda_left`` times the mean squared error of the predicted points still to come in the
-  character, ``log(1 + n - 1 - t) / log(101)`` at point t of n;
 
 with the reductions the trainer documents (cashg/training/trainer.py): a stream's loss is the
 mean over its micro-batches (the sentence stream accumulates ``sentence_accum`` of them, Table
@@ -34,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from pathlib import Path
 
 import numpy as np
@@ -85,21 +81,8 @@ STEPS = [
 ]
 
 
-def hand_points_left(pred: torch.Tensor, point_mask: torch.Tensor, targets: torch.Tensor
-                     ) -> torch.Tensor:
-    """The points-left target's mean squared error over the ``targets`` points, the target
-    written out point by point."""
-    errors = []
-    for i, s in zip(*torch.nonzero(targets.any(-1), as_tuple=True)):
-        n = int(point_mask[i, s].sum())
-        for t in range(n):
-            want = math.log(1 + n - 1 - t) / math.log(101)
-            errors.append((pred[i, s, t] - want) ** 2)
-    return torch.stack(errors).mean()
-
-
-def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
-               lambda_left: float = 0.0) -> dict[str, list[dict[str, torch.Tensor]]]:
+def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False
+               ) -> dict[str, list[dict[str, torch.Tensor]]]:
     """Per stream, per micro-batch: mdn, pen, seq, vdl, style from the model and cashg.losses;
     ``gap_x_only``: a space's later points scored by the x marginal (train.space_gap_x_only)."""
     terms: dict[str, list[dict[str, torch.Tensor]]] = {}
@@ -123,9 +106,6 @@ def hand_terms(model: torch.nn.Module, batches: dict, gap_x_only: bool = False,
                 if stream == "sentence":  # the variant is exercised
                     assert not torch.equal(goal, b.deltas)
             seq = sequence_loss(p, goal, b.pen, targets, 1.5, (1.0, 1.0, 2.0, 2.5), only)
-            if out.points_left is not None:
-                seq["left"] = hand_points_left(out.points_left, b.point_mask, targets)
-                seq["seq"] = seq["seq"] + lambda_left * seq["left"]
             pairs = boundary_mask(b.codepoints, b.char_mask, b.point_mask) & b.target_mask[:, 1:]
             vdl = vertical_drift_loss(most_probable_mean(p), b.deltas, b.point_mask, pairs)
             sty = style_loss(out.style.writer_embed, out.style.glyph_embed, b.writer_ids,
@@ -151,25 +131,21 @@ def compose(terms: dict, coef: tuple[float, ...]) -> torch.Tensor:
     return total + l_style * style
 
 
-# (..., gap_x_only, relative_gap, points_left): the variants at a stage-2 and a stage-3 step,
-# gaps in the writer's units (model.relative_gap), and the points-left target at weight 0.6
-GAP_STEPS = ([(*s, False, False, False) for s in STEPS]
-             + [(*s, True, False, False) for s in STEPS if s[0] in (2, 12)]
-             + [(*s, True, True, False) for s in STEPS if s[0] == 12]
-             + [(*s, False, False, True) for s in STEPS if s[0] in (0, 12)])
-LAMBDA_LEFT = 0.6
+# (..., gap_x_only, relative_gap): the variants at a stage-2 and a stage-3 step, and gaps in
+# the writer's units (model.relative_gap)
+GAP_STEPS = ([(*s, False, False) for s in STEPS]
+             + [(*s, True, False) for s in STEPS if s[0] in (2, 12)]
+             + [(*s, True, True) for s in STEPS if s[0] == 12])
 
 
-@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, relative, left", GAP_STEPS,
+@pytest.mark.parametrize("t, stage, micro, coef, gap_x_only, relative", GAP_STEPS,
                          ids=[f"t{s[0]}{'-gap_x_only' if s[4] else ''}"
-                              f"{'-relative_gap' if s[5] else ''}"
-                              f"{'-points_left' if s[6] else ''}" for s in GAP_STEPS])
+                              f"{'-relative_gap' if s[5] else ''}" for s in GAP_STEPS])
 def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_path, t, stage,
-                                                           micro, coef, gap_x_only, relative,
-                                                           left):
-    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only, lambda_points_left=LAMBDA_LEFT)
+                                                           micro, coef, gap_x_only, relative):
+    cfg = dataclasses.replace(CFG, space_gap_x_only=gap_x_only)
     train, _, _, _ = open_data(subsets, cfg, cache=True)
-    model_cfg = dataclasses.replace(TINY, relative_gap=relative, points_left=left)
+    model_cfg = dataclasses.replace(TINY, relative_gap=relative)
     trainer = Trainer(model_cfg, cfg, train, tmp_path, RunOptions(device="cpu", track=False,
                                                                   progress=False))
     scaled = trainer.model.gap_unit
@@ -185,7 +161,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     logged = trainer.train_step(t, batches)
     torch.manual_seed(1234)
     before.train()
-    terms = hand_terms(before, batches, gap_x_only, LAMBDA_LEFT)
+    terms = hand_terms(before, batches, gap_x_only)
     total = compose(terms, coef)
     total.backward()
     value = float(total.detach())
@@ -195,7 +171,7 @@ def test_step_loss_and_gradient_match_the_hand_computation(subsets: Path, tmp_pa
     assert logged["train/total"] == pytest.approx(value, rel=RTOL)
     lam_vdl = {"bigram": coef[4], "sentence": coef[5]}
     for stream, per_micro in terms.items():
-        keys = ["mdn", "pen", "seq", "style"] + (["left"] if left else [])
+        keys = ["mdn", "pen", "seq", "style"]
         if stream == "char" or lam_vdl[stream] > 0:
             keys.append("vdl")  # logged where it enters the loss (char: 0, no VDL)
         else:

@@ -13,14 +13,11 @@ from hypothesis import strategies as st
 from cashg.losses import (
     boundary_mask,
     char_vertical_stats,
-    flat_rows,
     gmm_nll,
     mixture_log_prob,
     mixture_log_prob_x,
     most_probable_mean,
     pen_loss,
-    points_left_loss_at,
-    points_left_target,
     space_gap_points,
     supcon_loss,
     vdl_from_offsets,
@@ -177,16 +174,3 @@ def test_space_gap_points_are_a_spaces_later_points():
     want[0, 1, 1:] = True
     want[1, 0, 1:] = True
     assert torch.equal(got, want)
-
-
-def test_points_left_counts_the_points_after_each_point_of_its_character():
-    """``model.points_left``'s target: ``log(1 + points after t) / log(101)``, 0 at a
-    character's last point and on padding; its loss is each group's mean squared error."""
-    mask = torch.tensor([[[True, True, True, False], [True, False, False, False]]])
-    want = torch.tensor([[[math.log(3), math.log(2), 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]])
-    torch.testing.assert_close(points_left_target(mask), want / math.log(101))
-    rows = flat_rows(mask)  # (4,)
-    pred = torch.zeros(1, 2, 4)
-    loss = points_left_loss_at(pred, mask, rows, torch.tensor([0, 0, 1, 1]), 2)
-    per_point = (want / math.log(101)).reshape(-1)[rows] ** 2
-    torch.testing.assert_close(loss, torch.stack([per_point[:2].mean(), per_point[2:].mean()]))

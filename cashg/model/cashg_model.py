@@ -29,14 +29,11 @@ from cashg.model.text_encoder import CharacterContextEncoder
 @dataclass
 class ModelOutput:
     """params: mixture over (B, S, T) target points; style: style encoder outputs;
-    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off);
-    points_left: (B, S, T) the predicted points still to come after each target point, on
-    the scale of :func:`points_left_target` (None without ``model.points_left``)."""
+    gates: (B, S, T, D) fusion gates at the predicting tokens (None when fusion is off)."""
 
     params: MixtureParams
     style: StyleOutput
     gates: torch.Tensor | None
-    points_left: torch.Tensor | None = None
 
 
 @dataclass
@@ -63,7 +60,6 @@ class CASHG(nn.Module):
         self.decoder = BiSWTDecoder(cfg)
         self.head = GMMHead(cfg.d_model, cfg.n_mixtures, cfg.sigma_eps)
         self.gap_unit = RelativeGapUnit() if cfg.relative_gap else None
-        self.points_left = nn.Linear(cfg.d_model, 1) if cfg.points_left else None
 
     @property
     def reads_writer_word_gap(self) -> bool:
@@ -240,15 +236,12 @@ class CASHG(nn.Module):
             target = torch.cat([w.target for w in classes])
         p = self.head(h_out)  # over (W, T)
         params = _scatter_params(p, target, (b, s, t))
-        left = None
-        if self.points_left is not None:
-            left = _scatter(self.points_left(h_out).squeeze(-1), target, (b, s, t), 0.0)
         gates = None
         if return_gates and gate is not None:
             g = torch.gather(gate, 1, out_idx[..., None].expand(-1, -1, gate.shape[-1]))
             gates = g.new_zeros(b, s, t, g.shape[-1])
             gates[win.batch_index, win.char_index] = g
-        return ModelOutput(params, style, gates, left)
+        return ModelOutput(params, style, gates)
 
     def _window_outputs(self, batch: CharSequenceBatch, identity: torch.Tensor,
                         points: torch.Tensor, ctx: torch.Tensor, style: StyleOutput,
@@ -272,20 +265,18 @@ class CASHG(nn.Module):
         return h_out, gate, out_idx, win
 
 
-def _scatter(x: torch.Tensor, target: torch.Tensor, shape, fill: float) -> torch.Tensor:
-    """Per-window values x (W, T, ...) placed into (B, S, T, ...) at each window's flat (B*S)
-    row ``target`` (W,) (row B*S: a dummy window's, dropped); the rest ``fill``."""
-    b, s, t = shape
-    out = x.new_full((b * s + 1, t, *x.shape[2:]), fill)
-    out[target] = x
-    return out[:-1].view(*shape, *x.shape[2:])
-
-
 def _scatter_params(p: MixtureParams, target: torch.Tensor, shape) -> MixtureParams:
-    """:func:`_scatter` of every mixture parameter; padding gets safe values."""
-    return MixtureParams(*(_scatter(x, target, shape, fill) for x, fill in
-                           ((p.log_pi, 0.0), (p.mu, 0.0), (p.sigma, 1.0), (p.rho, 0.0),
-                            (p.pen_logits, 0.0))))
+    """Place per-window (W, T, ...) parameters into (B, S, T, ...) at each window's flat (B*S)
+    row ``target`` (W,) (row B*S: a dummy window's, dropped); padding gets safe values."""
+    b, s, t = shape
+
+    def put(x: torch.Tensor, fill: float) -> torch.Tensor:
+        out = x.new_full((b * s + 1, t, *x.shape[2:]), fill)
+        out[target] = x
+        return out[:-1].view(*shape, *x.shape[2:])
+
+    return MixtureParams(put(p.log_pi, 0.0), put(p.mu, 0.0), put(p.sigma, 1.0), put(p.rho, 0.0),
+                         put(p.pen_logits, 0.0))
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:

@@ -29,7 +29,6 @@ from cashg.losses import (
     grouped_style_loss,
     grouped_vertical_drift_loss_at,
     most_probable_mean,
-    points_left_loss_at,
     space_gap_points,
 )
 from cashg.model.batch import CharSequenceBatch, concat_batches, pad_batch
@@ -154,10 +153,6 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
         seq = grouped_sequence_loss_at(p, net.mixture_targets(batch), batch.pen, plan.point_rows,
                                        plan.point_group, n_rows, cfg.lambda_pen,
                                        cfg.pen_class_weights, plan.x_only)
-        if out.points_left is not None:  # model.points_left
-            seq["left"] = points_left_loss_at(out.points_left.float(), batch.point_mask,
-                                              plan.point_rows, plan.point_group, n_rows)
-            seq["seq"] = seq["seq"] + cfg.lambda_points_left * seq["left"]
         drift = None
         if plan.bound_rows is not None:
             pred = most_probable_mean(p)  # (B, S, T, 2)
@@ -168,7 +163,7 @@ def step_losses(model: torch.nn.Module, batch: CharSequenceBatch, plan: StepPlan
                                  cfg.supcon_temperature)
     result = []
     for g, stream in enumerate(streams):
-        res = {k: v[g] for k, v in seq.items()}
+        res = {k: seq[k][g] for k in ("mdn", "pen", "seq")}
         if use_vdl[g]:
             res["vdl"] = drift[g]
         elif stream == "char":

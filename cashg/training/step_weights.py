@@ -12,7 +12,7 @@ from cashg.training.schedules import (
     vdl_weights,
 )
 
-LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style", "left")
+LOGGED_LOSSES = ("mdn", "pen", "vdl", "seq", "style")
 
 
 def loss_weights(t: int, cfg: TrainConfig, streams: list[str]) -> torch.Tensor:
@@ -53,17 +53,13 @@ def weighted_total(per_micro: list[dict[str, torch.Tensor]], streams: tuple[str,
     return total, sums
 
 
-def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...],
-                 points_left: bool = False) -> list[str]:
+def logged_names(use_vdl: tuple[bool, ...], streams: tuple[str, ...]) -> list[str]:
     """The ``train/<stream>/<loss>`` keys a step over micro-batches of ``streams`` logs (VDL
-    where it is on, and the char stream's 0; the points-left target's where the model has its
-    head, ``model.points_left``), in a fixed order."""
+    where it is on, and the char stream's 0), in a fixed order."""
     names: list[str] = []
     for s, v in zip(streams, use_vdl):
         for k in LOGGED_LOSSES:
             name = f"train/{s}/{k}"
-            if k == "left" and not points_left:
-                continue
             if (k != "vdl" or v or s == "char") and name not in names:
                 names.append(name)
     return names

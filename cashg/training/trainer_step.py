@@ -45,12 +45,6 @@ class TrainingStep:
         ck.set_rng_state(state[1])
         self._hold.fill_(0.0)
 
-    @property
-    def _logs_left(self) -> bool:
-        """Whether the model has the points-left head (``model.points_left``): its target is
-        one of the logged losses."""
-        return self.model.points_left is not None
-
     def train_step(self, t: int, batches: dict[str, list[CharSequenceBatch]],
                    upcoming: Callable[[], tuple[int, dict] | None] | None = None,
                    defer: bool = False) -> dict | PendingStep:
@@ -89,7 +83,7 @@ class TrainingStep:
             out = self.graphed(batch, plan, key, weights, epoch=epoch)
             if upcoming is not None and self.graphed.active:
                 self._build_ahead(upcoming)
-            return self._replayed(t, out, ["train/total", *logged_names(*key[1:], self._logs_left)],
+            return self._replayed(t, out, ["train/total", *logged_names(*key[1:])],
                                   self._extra_metrics(t, micro, stage), defer)
         if self.device.type == "cuda":  # one asynchronous copy
             weights = weights.pin_memory()
@@ -225,7 +219,7 @@ class TrainingStep:
         with self.amp:
             per_micro = step_losses(net, batch, plan, sizes, use_vdl, streams, self.cfg)
         sums, norm = self._backward(per_micro, streams, use_vdl, coef)
-        names = ["train/total", *logged_names(use_vdl, streams, self._logs_left)]
+        names = ["train/total", *logged_names(use_vdl, streams)]
         return torch.stack([sums[k] for k in names] + [norm.float()])
 
     def _backward(self, per_micro: list[dict[str, torch.Tensor]], streams: tuple[str, ...],

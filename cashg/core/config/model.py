@@ -75,12 +75,6 @@ class ModelConfig:
     # been drawing only through RoPE distances to the identity token; with it, ending a
     # character can depend on its length directly. Off = not embedded (the paper's).
     point_count: bool = False
-    # A second head predicts, at every point, how many points of its character are still to
-    # come (log scale, model.COUNT_SCALE; 0 at the character's last point), a target the
-    # training adds with weight train.lambda_points_left. It trains the decoder's state to know
-    # where the character it draws ends, so that ending depends on the shape drawn, not only
-    # on its length; the sampler does not read it. Off = no such head (the paper's).
-    points_left: bool = False
     # GMM head (appendix C.4)
     n_mixtures: int = 20
     sigma_eps: float = 1e-4  # sigma = softplus(.) + sigma_eps, normalised (height 1) units

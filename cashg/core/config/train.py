@@ -59,9 +59,6 @@ class TrainConfig:
     stage3: StageWeights = StageWeights(char=0.3, bigram=0.5, sentence=1.0, style=0.2)
     lambda_pen: float = 1.5
     pen_class_weights: tuple[float, ...] = (1.0, 1.0, 2.0, 2.5)
-    # weight of the points-left target in each stream's sequence loss (model.points_left;
-    # read only where the model has that head)
-    lambda_points_left: float = 1.0
     # score a space's gap point by the x marginal of the mixture (its dy is 0 by construction,
     # an unbounded density; cashg.losses.gmm_nll); False = the joint NLL at every point
     space_gap_x_only: bool = False
