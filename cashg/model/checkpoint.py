@@ -63,7 +63,7 @@ def read_payload(path: str | Path, map_location: str | torch.device = "cpu") -> 
 
 # options measured and not kept (docs/results-log.md), gone from ModelConfig: a checkpoint
 # written before their removal stores them; off, they changed nothing and are dropped
-REMOVED_MODEL_KEYS = ("jump_head", "gap_head", "writer_gap", "lift_from_box")
+REMOVED_MODEL_KEYS = ("jump_head", "gap_head", "writer_gap", "lift_from_box", "points_left")
 
 
 def _model_config(payload: dict, path: Path) -> dict:
